@@ -1,0 +1,161 @@
+// Strata: a topology-aware collective communication library.
+// C ABI. Types, values and argument orders follow NCCL's so that an NCCL shim is a rename.
+#ifndef STRATA_STRATA_H_
+#define STRATA_STRATA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STRATA_MAJOR 0
+#define STRATA_MINOR 1
+#define STRATA_PATCH 0
+/// Version as one integer: major * 10000 + minor * 100 + patch (NCCL's scheme).
+#define STRATA_VERSION_CODE (STRATA_MAJOR * 10000 + STRATA_MINOR * 100 + STRATA_PATCH)
+
+#define STRATA_UNIQUE_ID_BYTES 128
+/// Opaque rendezvous token: the root's address and a random secret. Made by strataGetUniqueId on one rank
+/// and handed to every other rank out of band (MPI_Bcast, a file, an environment variable).
+typedef struct {
+  char internal[STRATA_UNIQUE_ID_BYTES];
+} strataUniqueId;
+
+typedef struct strataComm* strataComm_t;
+/// A CUDA stream (cudaStream_t) for device buffers; NULL for host buffers.
+typedef void* strataStream_t;
+
+typedef enum {
+  strataSuccess = 0,
+  strataUnhandledCudaError = 1,
+  strataSystemError = 2,
+  strataInternalError = 3,
+  strataInvalidArgument = 4,
+  strataInvalidUsage = 5,
+  strataRemoteError = 6,
+  strataInProgress = 7,
+  strataTimeout = 8,
+  strataNumResults = 9
+} strataResult_t;
+
+typedef enum {
+  strataInt8 = 0,
+  strataChar = 0,
+  strataUint8 = 1,
+  strataInt32 = 2,
+  strataInt = 2,
+  strataUint32 = 3,
+  strataInt64 = 4,
+  strataUint64 = 5,
+  strataFloat16 = 6,
+  strataHalf = 6,
+  strataFloat32 = 7,
+  strataFloat = 7,
+  strataFloat64 = 8,
+  strataDouble = 8,
+  strataBfloat16 = 9,
+  strataFloat8e4m3 = 10,
+  strataFloat8e5m2 = 11,
+  strataNumTypes = 12
+} strataDataType_t;
+
+typedef enum {
+  strataSum = 0,
+  strataProd = 1,
+  strataMax = 2,
+  strataMin = 3,
+  strataAvg = 4,
+  strataNumOps = 5,
+  /// Operators made by strataRedOpCreatePreMulSum take values from here up.
+  strataMaxRedOp = 0x7fffffff
+} strataRedOp_t;
+
+typedef enum {
+  /// The scalar is a host pointer, read when the op is created.
+  strataScalarHostImmediate = 0,
+  /// The scalar is a device pointer (read when the collective runs; device buffers only).
+  strataScalarDevice = 1
+} strataScalarResidence_t;
+
+/// Human-readable name of a result code.
+const char* strataGetErrorString(strataResult_t result);
+/// The message of the last error on this thread for comm (or the process when comm is NULL); "" if none.
+const char* strataGetLastError(strataComm_t comm);
+/// Writes STRATA_VERSION_CODE of the loaded library.
+strataResult_t strataGetVersion(int* version);
+
+/// Creates a rendezvous token and starts the bootstrap root service in this process.
+strataResult_t strataGetUniqueId(strataUniqueId* uniqueId);
+/// Collective: every rank of the new communicator calls it with the same id and nranks.
+strataResult_t strataCommInitRank(strataComm_t* comm, int nranks, strataUniqueId commId, int rank);
+/// Creates a communicator from the launcher's environment: strata-run/torchrun (RANK, WORLD_SIZE,
+/// MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_PROCID, SLURM_NTASKS).
+strataResult_t strataCommInitFromEnv(strataComm_t* comm);
+/// Collective over comm: ranks with the same color form a new communicator, ordered by key then by old
+/// rank. color = STRATA_SPLIT_NOCOLOR returns *newcomm = NULL. config is reserved and must be NULL.
+#define STRATA_SPLIT_NOCOLOR (-1)
+strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm, void* config);
+/// Waits for outstanding work, then frees the communicator.
+strataResult_t strataCommDestroy(strataComm_t comm);
+/// Stops outstanding work without waiting for peers and frees the communicator.
+strataResult_t strataCommAbort(strataComm_t comm);
+/// The first asynchronous error the communicator has seen (strataSuccess if none).
+strataResult_t strataCommGetAsyncError(strataComm_t comm, strataResult_t* asyncError);
+strataResult_t strataCommCount(const strataComm_t comm, int* count);
+strataResult_t strataCommUserRank(const strataComm_t comm, int* rank);
+
+/// op = sum over ranks of (scalar x input). The returned op is valid for comm until destroyed.
+strataResult_t strataRedOpCreatePreMulSum(strataRedOp_t* op, void* scalar, strataDataType_t datatype,
+                                          strataScalarResidence_t residence, strataComm_t comm);
+strataResult_t strataRedOpDestroy(strataRedOp_t op, strataComm_t comm);
+
+strataResult_t strataAllReduce(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
+                               strataRedOp_t op, strataComm_t comm, strataStream_t stream);
+/// recvbuff gets block `rank` (recvcount elements) of the reduction of every rank's sendbuff
+/// (nranks * recvcount elements). In place when recvbuff == sendbuff + rank * recvcount.
+strataResult_t strataReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                   strataDataType_t datatype, strataRedOp_t op, strataComm_t comm,
+                                   strataStream_t stream);
+/// recvbuff (nranks * sendcount) gets every rank's sendbuff in rank order. In place when
+/// sendbuff == recvbuff + rank * sendcount.
+strataResult_t strataAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, strataDataType_t datatype,
+                               strataComm_t comm, strataStream_t stream);
+strataResult_t strataBroadcast(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
+                               int root, strataComm_t comm, strataStream_t stream);
+/// recvbuff is only used on root.
+strataResult_t strataReduce(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
+                            strataRedOp_t op, int root, strataComm_t comm, strataStream_t stream);
+/// Block j (count elements) of sendbuff goes to rank j, which stores it as its block `rank` of recvbuff.
+strataResult_t strataAllToAll(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
+                              strataComm_t comm, strataStream_t stream);
+strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer,
+                          strataComm_t comm, strataStream_t stream);
+strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
+                          strataStream_t stream);
+strataResult_t strataBarrier(strataComm_t comm, strataStream_t stream);
+
+/// Operations issued between GroupStart and GroupEnd run together and complete at GroupEnd.
+strataResult_t strataGroupStart(void);
+strataResult_t strataGroupEnd(void);
+
+/// Asynchronous work (a Strata extension): strataGroupEndAsync ends the outermost group without waiting
+/// and returns a handle; the group's operations run in the background, in issue order per communicator,
+/// while the caller computes. Buffers must stay valid until the work completes.
+typedef struct strataWork* strataWork_t;
+strataResult_t strataGroupEndAsync(strataWork_t* work);
+/// Waits up to timeoutMs (< 0: no limit). strataInProgress if still running, else the work's result.
+strataResult_t strataWorkWait(strataWork_t work, int64_t timeoutMs);
+/// *done = 1 when complete (then the result is returned), 0 otherwise (strataSuccess returned).
+strataResult_t strataWorkTest(strataWork_t work, int* done);
+/// The error message of failed work ("" if none). Valid until strataWorkFree.
+const char* strataWorkError(strataWork_t work);
+/// Frees the handle; the work itself still completes.
+strataResult_t strataWorkFree(strataWork_t work);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // STRATA_STRATA_H_

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every dependency Strata needs, idempotently: Debian packages, then PyPI packages.
+# Safe to run repeatedly; it only calls apt-get/pip when something is missing.
+set -euo pipefail
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libhwloc-dev libibverbs-dev libucx-dev
+  libopenmpi-dev openmpi-bin
+  libgloo-dev libopenblas-dev
+  iproute2 procps bc python3-dev
+)
+PIP_PACKAGES=(numpy pytest)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[install_deps] apt-get install ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+pmissing=()
+for p in "${PIP_PACKAGES[@]}"; do
+  $PY -c "import importlib.util,sys; sys.exit(0 if importlib.util.find_spec('$p') else 1)" 2>/dev/null || pmissing+=("$p")
+done
+if ((${#pmissing[@]})); then
+  echo "[install_deps] pip install ${pmissing[*]}"
+  $PY -m pip install -q "${pmissing[@]}"
+fi
+echo "[install_deps] all dependencies present"

@@ -1,0 +1,196 @@
+// Bootstrap views: rank arithmetic over the shared BootstrapNetwork, point-to-point with deadlines, and
+// the small collectives (allGather, barrier, split) built on it.
+#include "bootstrap/bootstrap.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "bootstrap/network.h"
+#include "bootstrap/wire.h"
+#include "util/config.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace strata {
+namespace {
+
+using bootstrap_io::Deadline;
+using bootstrap_wire::WireReader;
+using bootstrap_wire::WireWriter;
+
+// User tags are 32-bit; collectives put their sequence number above them, so the two never collide.
+constexpr uint64_t kCollTagBase = uint64_t(1) << 32;
+
+uint64_t hashWords(const std::array<uint8_t, 16>& key, const char* domain, std::initializer_list<uint64_t> words) {
+  WireWriter w;
+  w.str(domain);
+  for (uint64_t v : words) w.u64(v);
+  return sipHash24(key, w.data().data(), w.data().size());
+}
+
+}  // namespace
+
+std::shared_ptr<Bootstrap> Bootstrap::connect(const Config& config, const UniqueIdInfo& id, int rank, int nranks) {
+  auto net = BootstrapNetwork::connect(config, id, rank, nranks);
+  // Same on every rank, different for every unique id (the nonce and secret are per id).
+  const uint64_t commId = hashWords(id.secret, "strata-world-comm", {id.nonce});
+  std::vector<int> world(static_cast<size_t>(nranks));
+  std::iota(world.begin(), world.end(), 0);
+  return std::make_shared<Bootstrap>(std::move(net), commId, std::move(world), rank);
+}
+
+Bootstrap::Bootstrap(std::shared_ptr<BootstrapNetwork> net, uint64_t commId, std::vector<int> worldRanks, int rank)
+    : net_(std::move(net)), commId_(commId), worldRanks_(std::move(worldRanks)), rank_(rank) {}
+
+Bootstrap::~Bootstrap() {
+  if (handlerId_) net_->removeFailureHandler(handlerId_);
+}
+
+const std::array<uint8_t, 16>& Bootstrap::secret() const { return net_->secret(); }
+
+std::string Bootstrap::localAddress() const { return net_->localAddress(); }
+
+std::string Bootstrap::peerAddress(int rank) const {
+  checkPeer(rank, "peerAddress");
+  return net_->peer(worldRank(rank)).address;
+}
+
+std::string Bootstrap::peerDescription(int rank) const {
+  checkPeer(rank, "peerDescription");
+  const auto& p = net_->peer(worldRank(rank));
+  return strprintf("host %s, pid %u", p.host.c_str(), p.pid);
+}
+
+void Bootstrap::checkPeer(int peer, const char* op) const {
+  if (peer < 0 || peer >= size()) {
+    throw InvalidArgument(strprintf("bootstrap %s on rank %d: peer %d out of range [0, %d)", op, rank_, peer, size()));
+  }
+}
+
+void Bootstrap::send(int peer, uint32_t tag, const void* data, size_t len) { sendTagged(peer, tag, data, len); }
+
+std::vector<uint8_t> Bootstrap::recv(int peer, uint32_t tag) {
+  return recvTagged(peer, tag, strprintf("recv(tag %u)", tag).c_str());
+}
+
+void Bootstrap::sendTagged(int peer, uint64_t tag, const void* data, size_t len) {
+  checkPeer(peer, "send");
+  if (!data && len) throw InvalidArgument(strprintf("bootstrap send on rank %d: null data of %zu bytes", rank_, len));
+  net_->send(commId_, worldRank(peer), tag, data, len);
+}
+
+std::vector<uint8_t> Bootstrap::recvTagged(int peer, uint64_t tag, const char* what) {
+  checkPeer(peer, "recv");
+  std::vector<uint8_t> out;
+  const int64_t ms = net_->config().timeoutMs;
+  switch (net_->recv(commId_, worldRank(peer), tag, Deadline::in(ms), out)) {
+    case BootstrapNetwork::RecvStatus::kOk:
+      return out;
+    case BootstrapNetwork::RecvStatus::kTimeout:
+      throw TimeoutError(strprintf("bootstrap %s on rank %d (world rank %d) timed out after %lld ms waiting for "
+                                   "peer %d (world %s) [comm 0x%016llx]",
+                                   what, rank_, worldRank(rank_), static_cast<long long>(ms), peer,
+                                   net_->describe(worldRank(peer)).c_str(), static_cast<unsigned long long>(commId_)));
+    case BootstrapNetwork::RecvStatus::kFailed:
+      break;
+  }
+  throw RemoteError(strprintf("bootstrap %s on rank %d (world rank %d) from peer %d (world rank %d) aborted: %s", what,
+                              rank_, worldRank(rank_), peer, worldRank(peer), net_->failure().c_str()));
+}
+
+std::vector<std::vector<uint8_t>> Bootstrap::allGather(const void* data, size_t len) {
+  if (!data && len) throw InvalidArgument(strprintf("bootstrap allGather on rank %d: null data of %zu bytes", rank_, len));
+  const uint32_t seq = collSeq_++;
+  const uint64_t tag = kCollTagBase | seq;
+  const int n = size();
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  std::vector<std::vector<uint8_t>> all(static_cast<size_t>(n));
+  all[static_cast<size_t>(rank_)].assign(bytes, bytes + len);
+  if (n == 1) return all;
+  const std::string what = strprintf("allGather #%u", seq);
+
+  // Gather at rank 0 of the view, which sends the concatenation back: 2(n-1) messages through the
+  // root instead of n(n-1) for all-to-all; bootstrap payloads are small, so the extra hop is cheap.
+  if (rank_ == 0) {
+    for (int p = 1; p < n; ++p) all[static_cast<size_t>(p)] = recvTagged(p, tag, what.c_str());
+    WireWriter w;
+    w.u32(static_cast<uint32_t>(n));
+    for (const auto& v : all) w.u32(static_cast<uint32_t>(v.size())).bytes(v.data(), v.size());
+    for (int p = 1; p < n; ++p) sendTagged(p, tag, w.data().data(), w.data().size());
+  } else {
+    sendTagged(0, tag, data, len);
+    const std::vector<uint8_t> packed = recvTagged(0, tag, what.c_str());
+    WireReader r(packed);
+    if (r.u32() != static_cast<uint32_t>(n)) {
+      throw RemoteError(strprintf("bootstrap %s on rank %d: rank 0 returned a table of the wrong size", what.c_str(),
+                                  rank_));
+    }
+    for (int p = 0; p < n; ++p) {
+      const uint32_t l = r.u32();
+      std::vector<uint8_t> v(l);
+      r.bytes(v.data(), l);
+      if (p != rank_) all[static_cast<size_t>(p)] = std::move(v);
+    }
+  }
+  return all;
+}
+
+void Bootstrap::barrier() { (void)allGather(nullptr, 0); }
+
+std::shared_ptr<Bootstrap> Bootstrap::split(int color, int key) {
+  const uint32_t seq = collSeq_;  // the allGather below takes this number: the same on every rank
+  WireWriter w;
+  w.u32(static_cast<uint32_t>(color)).u32(static_cast<uint32_t>(key));
+  const auto all = allGather(w.data().data(), w.data().size());
+  if (color < 0) return nullptr;
+
+  struct Member {
+    int key, oldRank;
+  };
+  std::vector<Member> members;
+  for (int r = 0; r < size(); ++r) {
+    WireReader rd(all[static_cast<size_t>(r)]);
+    const int c = static_cast<int>(rd.u32());
+    const int k = static_cast<int>(rd.u32());
+    if (c == color) members.push_back({k, r});
+  }
+  std::sort(members.begin(), members.end(),
+            [](const Member& a, const Member& b) { return a.key != b.key ? a.key < b.key : a.oldRank < b.oldRank; });
+  std::vector<int> world;
+  int newRank = -1;
+  for (const auto& m : members) {
+    if (m.oldRank == rank_) newRank = static_cast<int>(world.size());
+    world.push_back(worldRank(m.oldRank));
+  }
+  const uint64_t id =
+      hashWords(net_->secret(), "strata-split-comm", {commId_, seq, static_cast<uint64_t>(static_cast<uint32_t>(color))});
+  STRATA_INFO(kLogBootstrap, "bootstrap split #%u on rank %d: color %d key %d -> rank %d of %zu", seq, rank_, color,
+              key, newRank, world.size());
+  return std::make_shared<Bootstrap>(net_, id, std::move(world), newRank);
+}
+
+void Bootstrap::setFailureHandler(std::function<void(const std::string&)> handler) {
+  if (handlerId_) net_->removeFailureHandler(handlerId_);
+  handlerId_ = handler ? net_->addFailureHandler(std::move(handler)) : 0;
+}
+
+void Bootstrap::reportFailure(const std::string& reason) { net_->reportFailure(reason); }
+
+std::string Bootstrap::failure() const { return net_->failure(); }
+
+std::shared_ptr<Bootstrap> connectFromEnv(const Config& config, const EnvLaunch& env) {
+  if (env.size < 1 || env.rank < 0 || env.rank >= env.size) {
+    throw InvalidArgument(strprintf("connectFromEnv: rank %d of %d (from %s) is out of range", env.rank, env.size,
+                                    env.source.c_str()));
+  }
+  const UniqueIdInfo id = uniqueIdForEnv(env);
+  if (env.rank == 0) {
+    // Every interface: MASTER_ADDR may name this host by an address other than the one routes pick.
+    startRootService(config, id.family == AF_INET6 ? "::" : "0.0.0.0", id.port, id.secret, env.size);
+  }
+  return Bootstrap::connect(config, id, env.rank, env.size);
+}
+
+}  // namespace strata

@@ -1,0 +1,51 @@
+// Plan generators: pure functions (collective, n, rank, count, options) -> Plan.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "collectives/plan.h"
+
+namespace strata {
+
+enum class CollKind : uint8_t {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kSend,
+  kRecv,
+  kBarrier,
+};
+const char* collName(CollKind k);  // "allreduce", "reducescatter", ...
+
+/// Everything a generator needs. Counts follow NCCL's argument of the same collective:
+/// allreduce/broadcast/reduce: count; reducescatter: recvcount; allgather: sendcount;
+/// alltoall: count per peer; send/recv: count.
+struct CollArgs {
+  CollKind kind = CollKind::kAllReduce;
+  int nranks = 1;
+  int rank = 0;
+  size_t count = 0;
+  int root = 0;      // broadcast, reduce
+  int peer = -1;     // send, recv
+  bool inPlace = false;
+  /// Largest element count of one pipelined chunk; generators keep chunks <= this so that no rank
+  /// runs more than the connection capacity ahead. Must be >= 1.
+  size_t chunkElems = 1 << 16;
+};
+
+/// Names of the algorithms `kind` supports, the first being the default.
+std::vector<std::string> algorithmsFor(CollKind kind);
+/// Builds the plan; throws InvalidArgument for an unknown algorithm for this collective.
+Plan makePlan(const CollArgs& args, const std::string& algorithm);
+
+/// Element counts of the n near-equal segments a ring cuts `count` into (the first count % n get one
+/// more), and the offset of segment i.
+size_t segmentCount(size_t count, int n, int i);
+size_t segmentOffset(size_t count, int n, int i);
+
+}  // namespace strata

@@ -1,0 +1,127 @@
+// Internal to src/collectives: the plan generators behind makePlan, one file per algorithm family, and the
+// small op-building helpers they share. Adding an algorithm: write its file, declare it here, and add a row
+// to the table in algorithms.cc.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "collectives/algorithms.h"
+#include "collectives/plan.h"
+
+namespace strata {
+
+// ---- generators (args are validated by makePlan; count > 0 and nranks > 1 unless stated) ----
+// ring.cc
+Plan ringAllReduce(const CollArgs& args);
+Plan ringReduceScatter(const CollArgs& args);
+Plan ringAllGather(const CollArgs& args);
+// chain.cc: pipelined chains from / to the root (listed as "ring" for broadcast and reduce)
+Plan chainBroadcast(const CollArgs& args);
+Plan chainReduce(const CollArgs& args);
+// oneshot.cc
+Plan oneshotAllReduce(const CollArgs& args);
+// pairwise.cc
+Plan pairwiseAllToAll(const CollArgs& args);
+// p2p.cc
+Plan p2pSend(const CollArgs& args);
+Plan p2pRecv(const CollArgs& args);
+// dissemination.cc (also called for nranks == 1 and any count)
+Plan disseminationBarrier(const CollArgs& args);
+
+// ---- helpers ----
+namespace gen {
+
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+inline Region region(int buf, size_t offset, size_t count) { return Region{buf, offset, count}; }
+
+/// Chunk `c` of the `count` elements at `offset` of `buf`, cut in chunks of `chunkElems`; empty (count 0)
+/// past the end.
+inline Region chunkOf(int buf, size_t offset, size_t count, size_t c, size_t chunkElems) {
+  const size_t begin = std::min(count, c * chunkElems);
+  const size_t end = std::min(count, begin + chunkElems);
+  return Region{buf, offset + begin, end - begin};
+}
+
+inline size_t numChunks(size_t count, size_t chunkElems) { return (count + chunkElems - 1) / chunkElems; }
+
+inline Op sendOp(int to, Region src) {
+  Op op;
+  op.kind = OpKind::kSend;
+  op.sendPeer = to;
+  op.src = src;
+  return op;
+}
+inline Op recvOp(int from, Region dst) {
+  Op op;
+  op.kind = OpKind::kRecv;
+  op.recvPeer = from;
+  op.dst = dst;
+  return op;
+}
+inline Op recvReduceOp(int from, Region dst, Region src) {
+  Op op;
+  op.kind = OpKind::kRecvReduce;
+  op.recvPeer = from;
+  op.dst = dst;
+  op.src = src;
+  return op;
+}
+inline Op recvReduceSendOp(int from, int to, Region src) {
+  Op op;
+  op.kind = OpKind::kRecvReduceSend;
+  op.recvPeer = from;
+  op.sendPeer = to;
+  op.src = src;
+  return op;
+}
+inline Op recvReduceCopySendOp(int from, int to, Region dst, Region src) {
+  Op op;
+  op.kind = OpKind::kRecvReduceCopySend;
+  op.recvPeer = from;
+  op.sendPeer = to;
+  op.dst = dst;
+  op.src = src;
+  return op;
+}
+inline Op recvCopySendOp(int from, int to, Region dst) {
+  Op op;
+  op.kind = OpKind::kRecvCopySend;
+  op.recvPeer = from;
+  op.sendPeer = to;
+  op.dst = dst;
+  return op;
+}
+inline Op copyOp(Region dst, Region src) {
+  Op op;
+  op.kind = OpKind::kCopy;
+  op.dst = dst;
+  op.src = src;
+  return op;
+}
+inline Op reduceLocalOp(Region dst, Region src) {
+  Op op;
+  op.kind = OpKind::kReduceLocal;
+  op.dst = dst;
+  op.src = src;
+  return op;
+}
+
+/// Appends `op` unless it moves no elements: both ends of a connection compute the same sizes, so they
+/// drop the same ops.
+inline void append(std::vector<Op>& lane, const Op& op) {
+  if (op.count() > 0) lane.push_back(op);
+}
+
+/// A plan for args with no lanes yet.
+inline Plan emptyPlan(const CollArgs& args) {
+  Plan plan;
+  plan.rank = args.rank;
+  plan.nranks = args.nranks;
+  return plan;
+}
+
+}  // namespace gen
+}  // namespace strata

@@ -1,0 +1,25 @@
+// Reference interpreter: runs every rank's plan of one collective in one process, over in-memory
+// connections with the same capacity limits as real transports, round-robin in one thread. A plan that
+// would deadlock on real transports deadlocks here too and is reported, not hung.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "collectives/plan.h"
+#include "kernels/reduce.h"
+
+namespace strata {
+
+struct InterpreterOptions {
+  size_t pieceBytes = 128 * 1024;  // message size, as Config::pieceBytes
+  int nslots = 8;                  // messages buffered per direction, as Config::nslots
+};
+
+/// Runs plans[r] for every rank r with buffers[r] (indexed as the plan's buffers). Throws InternalError
+/// with each stalled lane's position if no rank can make progress (deadlock), or on size mismatch.
+void interpretPlans(const std::vector<Plan>& plans, const std::vector<std::vector<void*>>& buffers,
+                    strataDataType_t dtype, ReduceKind op, const InterpreterOptions& options = {});
+
+}  // namespace strata

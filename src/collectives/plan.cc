@@ -1,0 +1,120 @@
+#include "collectives/plan.h"
+
+#include <map>
+#include <utility>
+
+#include "util/error.h"
+
+namespace strata {
+
+const char* opKindName(OpKind k) {
+  switch (k) {
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
+    case OpKind::kRecvReduce:
+      return "recvReduce";
+    case OpKind::kRecvReduceSend:
+      return "recvReduceSend";
+    case OpKind::kRecvReduceCopySend:
+      return "recvReduceCopySend";
+    case OpKind::kRecvCopySend:
+      return "recvCopySend";
+    case OpKind::kCopy:
+      return "copy";
+    case OpKind::kReduceLocal:
+      return "reduceLocal";
+  }
+  return "invalid";
+}
+
+namespace {
+
+// Which regions an op reads or writes; the others are ignored.
+bool usesSrc(OpKind k) {
+  return k == OpKind::kSend || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceSend ||
+         k == OpKind::kRecvReduceCopySend || k == OpKind::kCopy || k == OpKind::kReduceLocal;
+}
+bool usesDst(OpKind k) {
+  return k == OpKind::kRecv || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceCopySend ||
+         k == OpKind::kRecvCopySend || k == OpKind::kCopy || k == OpKind::kReduceLocal;
+}
+bool validKind(OpKind k) { return static_cast<unsigned>(k) <= static_cast<unsigned>(OpKind::kReduceLocal); }
+
+std::string regionString(const Region& r) { return strprintf("[buf %d +%zu x%zu]", r.buf, r.offset, r.count); }
+
+}  // namespace
+
+size_t Op::count() const { return usesDst(kind) ? dst.count : src.count; }
+
+bool Op::receives() const {
+  return kind == OpKind::kRecv || kind == OpKind::kRecvReduce || kind == OpKind::kRecvReduceSend ||
+         kind == OpKind::kRecvReduceCopySend || kind == OpKind::kRecvCopySend;
+}
+
+bool Op::sends() const {
+  return kind == OpKind::kSend || kind == OpKind::kRecvReduceSend || kind == OpKind::kRecvReduceCopySend ||
+         kind == OpKind::kRecvCopySend;
+}
+
+size_t Plan::numOps() const {
+  size_t n = 0;
+  for (const auto& lane : lanes) n += lane.size();
+  return n;
+}
+
+std::string Plan::toString() const {
+  std::string out = strprintf("plan %s rank %d/%d scratch %zu, %zu lane(s), %zu op(s)\n", algorithm.c_str(), rank,
+                              nranks, scratchElems, lanes.size(), numOps());
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    for (size_t i = 0; i < lanes[l].size(); ++i) {
+      const Op& op = lanes[l][i];
+      out += strprintf("  lane %zu op %zu: %s", l, i, opKindName(op.kind));
+      if (op.receives()) out += strprintf(" from %d", op.recvPeer);
+      if (op.sends()) out += strprintf(" to %d", op.sendPeer);
+      if (usesSrc(op.kind)) out += " src " + regionString(op.src);
+      if (usesDst(op.kind)) out += " dst " + regionString(op.dst);
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+void validatePlan(const Plan& plan) {
+  if (plan.nranks < 1 || plan.rank < 0 || plan.rank >= plan.nranks)
+    throw InternalError(
+        strprintf("plan %s: rank %d out of range for %d rank(s)", plan.algorithm.c_str(), plan.rank, plan.nranks));
+  // (peer, sends?) -> the lane that owns that direction.
+  std::map<std::pair<int, bool>, size_t> owner;
+  for (size_t l = 0; l < plan.lanes.size(); ++l) {
+    for (size_t i = 0; i < plan.lanes[l].size(); ++i) {
+      const Op& op = plan.lanes[l][i];
+      auto fail = [&](const std::string& what) {
+        throw InternalError(strprintf("plan %s rank %d/%d lane %zu op %zu (%s): %s", plan.algorithm.c_str(), plan.rank,
+                                      plan.nranks, l, i, opKindName(op.kind), what.c_str()));
+      };
+      if (!validKind(op.kind)) fail(strprintf("invalid op kind %u", static_cast<unsigned>(op.kind)));
+      auto checkPeer = [&](int peer, bool sends) {
+        if (peer < 0 || peer >= plan.nranks || peer == plan.rank)
+          fail(strprintf("%s peer %d is not another rank of %d", sends ? "send" : "receive", peer, plan.nranks));
+        auto [it, inserted] = owner.emplace(std::make_pair(peer, sends), l);
+        if (!inserted && it->second != l)
+          fail(strprintf("lanes %zu and %zu both %s rank %d", it->second, l, sends ? "send to" : "receive from", peer));
+      };
+      if (op.receives()) checkPeer(op.recvPeer, false);
+      if (op.sends()) checkPeer(op.sendPeer, true);
+      auto checkRegion = [&](const Region& r, const char* name) {
+        if (r.buf < 0) fail(strprintf("%s region names buffer %d", name, r.buf));
+        if (r.offset + r.count < r.offset) fail(strprintf("%s region %s overflows", name, regionString(r).c_str()));
+      };
+      if (usesSrc(op.kind)) checkRegion(op.src, "source");
+      if (usesDst(op.kind)) checkRegion(op.dst, "destination");
+      if (usesSrc(op.kind) && usesDst(op.kind) && op.src.count != op.dst.count)
+        fail(strprintf("source has %zu elements but destination %zu", op.src.count, op.dst.count));
+      if (op.count() == 0) fail("empty op (generators omit ops of 0 elements)");
+    }
+  }
+}
+
+}  // namespace strata

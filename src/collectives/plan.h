@@ -1,0 +1,74 @@
+// The plan IR: what one rank does for one collective, as data.
+//
+// A plan is a set of lanes; each lane is an ordered list of ops. Lanes run concurrently, ops within a lane
+// in order. Every op works on regions (buffer index, element offset, element count). The executor splits
+// each op into messages ("pieces") of at most Config::pieceBytes; both ends of a connection split the same
+// way, so message boundaries never need to travel.
+//
+// Rules every plan generator keeps (checked by validatePlan and by the interpreter):
+//  - each (peer, direction) is used by at most one lane, so messages on a connection are ordered;
+//  - a rank never gets more than Config::connectionCapacity() bytes ahead of what its peer consumes
+//    without itself waiting on a receive (generators interleave long transfers in chunks for this);
+//  - lanes never write regions another lane reads or writes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/reduce.h"
+#include "strata/strata.h"
+
+namespace strata {
+
+/// Buffer indices of a single collective's plan. Groups concatenate plans and shift indices by 3.
+enum : int { kBufSend = 0, kBufRecv = 1, kBufScratch = 2, kBuffersPerColl = 3 };
+
+struct Region {
+  int buf = kBufSend;
+  size_t offset = 0;  // elements
+  size_t count = 0;   // elements
+};
+
+enum class OpKind : uint8_t {
+  kSend,                // message = src                              -> sendPeer
+  kRecv,                // dst = message                              <- recvPeer
+  kRecvReduce,          // dst = message (op) src                     <- recvPeer
+  kRecvReduceSend,      // message' = message (op) src                <- recvPeer, -> sendPeer
+  kRecvReduceCopySend,  // dst = message (op) src; message' = dst     <- recvPeer, -> sendPeer
+  kRecvCopySend,        // dst = message; message' = message          <- recvPeer, -> sendPeer
+  kCopy,                // dst = src (skipped when they are the same memory)
+  kReduceLocal,         // dst = dst (op) src
+};
+const char* opKindName(OpKind k);
+
+struct Op {
+  OpKind kind = OpKind::kCopy;
+  int recvPeer = -1;
+  int sendPeer = -1;
+  Region src;  // kSend, kRecvReduce*, kCopy, kReduceLocal
+  Region dst;  // kRecv, kRecvReduce, kRecvReduceCopySend, kRecvCopySend, kCopy, kReduceLocal
+  /// Elements moved or produced: the message size for communicating ops.
+  size_t count() const;
+  bool receives() const;
+  bool sends() const;
+};
+
+struct Plan {
+  int rank = 0;
+  int nranks = 1;
+  std::string algorithm;            // "ring", "oneshot", "pairwise", "chain", "dissemination", "p2p"
+  size_t scratchElems = 0;          // elements of scratch the executor must provide (buffer kBufScratch)
+  std::vector<std::vector<Op>> lanes;
+
+  size_t numOps() const;
+  /// One line per op, for logs and test failures.
+  std::string toString() const;
+};
+
+/// Throws InternalError if the plan breaks a structural rule (a peer out of range, a direction used by
+/// two lanes, a region of a communicating op with different src/dst counts...).
+void validatePlan(const Plan& plan);
+
+}  // namespace strata

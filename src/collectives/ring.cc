@@ -1,0 +1,99 @@
+// Ring algorithms: every rank sends to rank+1 and receives from rank-1 over one lane.
+//
+// Data is cut into blocks (reduce-scatter / all-gather: one per rank; all-reduce: n near-equal segments)
+// and each block into chunks of at most args.chunkElems. The ops of chunk c of every block come before those
+// of chunk c+1, so a rank is never more than one chunk ahead of its successor on the connection: the
+// executor's capacity (>= 2 chunks) is never exceeded without a receive in between.
+#include "collectives/generators.h"
+
+namespace strata {
+
+using gen::chunkOf;
+using gen::mod;
+
+Plan ringAllReduce(const CollArgs& args) {
+  const int n = args.nranks, r = args.rank;
+  const int next = mod(r + 1, n), prev = mod(r - 1, n);
+  Plan plan = gen::emptyPlan(args);
+  std::vector<Op>& lane = plan.lanes.emplace_back();
+  // Step s works on segment (r - s) mod n: steps 0..n-1 reduce-scatter, so segment r+1 becomes final here
+  // at step n-1; steps n-1..2n-2 all-gather the final segments around the ring.
+  const size_t chunks = gen::numChunks(segmentCount(args.count, n, 0), args.chunkElems);
+  for (size_t c = 0; c < chunks; ++c) {
+    for (int s = 0; s <= 2 * n - 2; ++s) {
+      const int seg = mod(r - s, n);
+      const size_t off = segmentOffset(args.count, n, seg), cnt = segmentCount(args.count, n, seg);
+      const Region src = chunkOf(kBufSend, off, cnt, c, args.chunkElems);
+      const Region dst = chunkOf(kBufRecv, off, cnt, c, args.chunkElems);
+      if (s == 0) {
+        gen::append(lane, gen::sendOp(next, src));
+      } else if (s < n - 1) {
+        gen::append(lane, gen::recvReduceSendOp(prev, next, src));
+      } else if (s == n - 1) {
+        gen::append(lane, gen::recvReduceCopySendOp(prev, next, dst, src));
+      } else if (s < 2 * n - 2) {
+        gen::append(lane, gen::recvCopySendOp(prev, next, dst));
+      } else {
+        gen::append(lane, gen::recvOp(prev, dst));
+      }
+    }
+  }
+  return plan;
+}
+
+Plan ringReduceScatter(const CollArgs& args) {
+  const int n = args.nranks, r = args.rank;
+  const int next = mod(r + 1, n), prev = mod(r - 1, n);
+  const size_t count = args.count;
+  Plan plan = gen::emptyPlan(args);
+  std::vector<Op>& lane = plan.lanes.emplace_back();
+  // Step s works on block (r - s - 1) mod n, so the last step (n-1) finishes block r into the receive
+  // buffer. In place the receive buffer is block r of the send buffer: only that last step writes, and it
+  // writes exactly the memory it reads.
+  const size_t chunks = gen::numChunks(count, args.chunkElems);
+  for (size_t c = 0; c < chunks; ++c) {
+    for (int s = 0; s <= n - 1; ++s) {
+      const int blk = mod(r - s - 1, n);
+      const Region src = chunkOf(kBufSend, static_cast<size_t>(blk) * count, count, c, args.chunkElems);
+      if (s == 0) {
+        gen::append(lane, gen::sendOp(next, src));
+      } else if (s < n - 1) {
+        gen::append(lane, gen::recvReduceSendOp(prev, next, src));
+      } else {
+        gen::append(lane, gen::recvReduceOp(prev, chunkOf(kBufRecv, 0, count, c, args.chunkElems), src));
+      }
+    }
+  }
+  return plan;
+}
+
+Plan ringAllGather(const CollArgs& args) {
+  const int n = args.nranks, r = args.rank;
+  const int next = mod(r + 1, n), prev = mod(r - 1, n);
+  const size_t count = args.count;
+  Plan plan = gen::emptyPlan(args);
+  plan.lanes.resize(2);
+  std::vector<Op>& lane = plan.lanes[0];
+  // Step s forwards block (r - s) mod n; our own block goes out straight from the send buffer, so the
+  // local copy into block r (lane 1, skipped in place) races with nothing.
+  const size_t chunks = gen::numChunks(count, args.chunkElems);
+  for (size_t c = 0; c < chunks; ++c) {
+    for (int s = 0; s <= n - 1; ++s) {
+      const int blk = mod(r - s, n);
+      const Region dst = chunkOf(kBufRecv, static_cast<size_t>(blk) * count, count, c, args.chunkElems);
+      if (s == 0) {
+        gen::append(lane, gen::sendOp(next, chunkOf(kBufSend, 0, count, c, args.chunkElems)));
+      } else if (s < n - 1) {
+        gen::append(lane, gen::recvCopySendOp(prev, next, dst));
+      } else {
+        gen::append(lane, gen::recvOp(prev, dst));
+      }
+    }
+  }
+  if (!args.inPlace)
+    gen::append(plan.lanes[1], gen::copyOp(gen::region(kBufRecv, static_cast<size_t>(r) * count, count),
+                                           gen::region(kBufSend, 0, count)));
+  return plan;
+}
+
+}  // namespace strata

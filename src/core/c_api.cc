@@ -1,0 +1,433 @@
+// The C ABI: argument checks, exception-to-status translation, groups and the communicator registry.
+#include <sys/random.h>
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_set>
+
+#include "bootstrap/bootstrap.h"
+#include "core/communicator.h"
+#include "kernels/reduce.h"
+#include "strata/strata.h"
+#include "util/error.h"
+#include "util/log.h"
+
+struct strataComm {
+  std::shared_ptr<strata::Communicator> impl;
+  std::mutex errorMutex;
+  std::string lastError;
+};
+
+struct strataWork {
+  std::vector<std::shared_ptr<strata::Task>> tasks;
+  std::string error;
+};
+
+namespace strata {
+namespace {
+
+thread_local std::string tLastError;
+
+
+// Live communicators: calls on anything else (destroyed or garbage) get strataInvalidUsage, not a crash.
+std::mutex gRegistryMutex;
+std::unordered_set<strataComm*>& registry() {
+  static auto* s = new std::unordered_set<strataComm*>();
+  return *s;
+}
+
+bool isLive(strataComm* c) {
+  std::lock_guard<std::mutex> lk(gRegistryMutex);
+  return c && registry().count(c);
+}
+
+strataResult_t record(strataComm* comm, strataResult_t code, const std::string& msg) {
+  tLastError = msg;
+  if (comm && isLive(comm)) {
+    std::lock_guard<std::mutex> lk(comm->errorMutex);
+    comm->lastError = msg;
+  }
+  STRATA_WARN(kLogAll, "%s: %s", strataGetErrorString(code), msg.c_str());
+  return code;
+}
+
+template <typename F>
+strataResult_t guarded(strataComm* comm, F&& f) {
+  try {
+    f();
+    return strataSuccess;
+  } catch (const Error& e) {
+    return record(comm, e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    return record(comm, strataSystemError, "out of memory");
+  } catch (const std::exception& e) {
+    return record(comm, strataInternalError, e.what());
+  }
+}
+
+// ---- groups -------------------------------------------------------------------------------------------
+
+struct GroupState {
+  int depth = 0;
+  std::vector<std::pair<std::shared_ptr<Communicator>, CollCall>> calls;
+  strataResult_t error = strataSuccess;
+  std::string errorMessage;
+};
+thread_local GroupState tGroup;
+
+// Runs the calls of a finished group: one batch per communicator, in first-use order.
+std::vector<std::shared_ptr<Task>> launchGroup(std::vector<std::pair<std::shared_ptr<Communicator>, CollCall>> calls,
+                                               bool async) {
+  std::vector<std::pair<std::shared_ptr<Communicator>, std::vector<CollCall>>> batches;
+  for (auto& [comm, call] : calls) {
+    auto it = std::find_if(batches.begin(), batches.end(), [&](auto& b) { return b.first == comm; });
+    if (it == batches.end()) {
+      batches.emplace_back(comm, std::vector<CollCall>{});
+      it = batches.end() - 1;
+    }
+    it->second.push_back(call);
+  }
+  std::vector<std::shared_ptr<Task>> tasks;
+  if (!async && batches.size() == 1) {
+    batches[0].first->run(batches[0].second);
+    return tasks;
+  }
+  // Several communicators (or async): each runs on its own worker so that none waits on another.
+  for (auto& [comm, batch] : batches) tasks.push_back(comm->submit(std::move(batch)));
+  return tasks;
+}
+
+strataResult_t issue(strataComm* comm, const CollCall& call) {
+  if (!isLive(comm))
+    return record(nullptr, strataInvalidUsage, "invalid communicator (NULL, destroyed, or never initialised)");
+  return guarded(comm, [&] {
+    comm->impl->validate(call);
+    if (tGroup.depth > 0) {
+      tGroup.calls.emplace_back(comm->impl, call);
+      return;
+    }
+    comm->impl->run({call});
+  });
+}
+
+strataResult_t checkStream(strataComm* comm, strataStream_t stream) {
+  if (stream != nullptr)
+    return record(comm, strataUnhandledCudaError,
+                  "a CUDA stream was passed but this build of Strata has no CUDA support; pass NULL for host buffers");
+  return strataSuccess;
+}
+
+}  // namespace
+}  // namespace strata
+
+using namespace strata;
+
+extern "C" {
+
+const char* strataGetErrorString(strataResult_t r) {
+  switch (r) {
+    case strataSuccess: return "no error";
+    case strataUnhandledCudaError: return "unhandled cuda error (run with STRATA_DEBUG=WARN for details)";
+    case strataSystemError: return "unhandled system error (run with STRATA_DEBUG=WARN for details)";
+    case strataInternalError: return "internal error - please report this issue to the Strata developers";
+    case strataInvalidArgument: return "invalid argument (run with STRATA_DEBUG=WARN for details)";
+    case strataInvalidUsage: return "invalid usage (run with STRATA_DEBUG=WARN for details)";
+    case strataRemoteError: return "remote process exited or there was a network error";
+    case strataInProgress: return "Strata operation in progress";
+    case strataTimeout: return "operation timed out (STRATA_TIMEOUT_MS)";
+    default: return "unknown result code";
+  }
+}
+
+const char* strataGetLastError(strataComm_t comm) {
+  if (comm && isLive(comm)) {
+    std::lock_guard<std::mutex> lk(comm->errorMutex);
+    if (!comm->lastError.empty()) {
+      tLastError = comm->lastError;
+    }
+  }
+  return tLastError.c_str();
+}
+
+strataResult_t strataGetVersion(int* version) {
+  if (!version) return record(nullptr, strataInvalidArgument, "strataGetVersion: version is NULL");
+  *version = STRATA_VERSION_CODE;
+  return strataSuccess;
+}
+
+strataResult_t strataGetUniqueId(strataUniqueId* uniqueId) {
+  if (!uniqueId) return record(nullptr, strataInvalidArgument, "strataGetUniqueId: uniqueId is NULL");
+  return guarded(nullptr, [&] {
+    Config config = Config::fromEnv();
+    std::array<uint8_t, 16> secret = randomSecret();
+    UniqueIdInfo info = startRootService(config, "", 0, secret, -1);
+    *uniqueId = encodeUniqueId(info);
+  });
+}
+
+static strataResult_t finishInit(strataComm_t* comm, std::shared_ptr<Communicator> impl) {
+  auto* c = new strataComm();
+  c->impl = std::move(impl);
+  logSetRank(c->impl->rank());
+  {
+    std::lock_guard<std::mutex> lk(gRegistryMutex);
+    registry().insert(c);
+  }
+  *comm = c;
+  return strataSuccess;
+}
+
+strataResult_t strataCommInitRank(strataComm_t* comm, int nranks, strataUniqueId commId, int rank) {
+  if (!comm) return record(nullptr, strataInvalidArgument, "strataCommInitRank: comm is NULL");
+  if (nranks < 1)
+    return record(nullptr, strataInvalidArgument, strprintf("strataCommInitRank: nranks %d is < 1", nranks));
+  if (rank < 0 || rank >= nranks)
+    return record(nullptr, strataInvalidArgument,
+                  strprintf("strataCommInitRank: rank %d is not in [0, %d)", rank, nranks));
+  std::shared_ptr<Communicator> impl;
+  strataResult_t r = guarded(nullptr, [&] {
+    Config config = Config::fromEnv();
+    UniqueIdInfo info = decodeUniqueId(commId);
+    auto boot = Bootstrap::connect(config, info, rank, nranks);
+    impl = Communicator::create(config, std::move(boot));
+  });
+  if (r != strataSuccess) return r;
+  return finishInit(comm, std::move(impl));
+}
+
+strataResult_t strataCommInitFromEnv(strataComm_t* comm) {
+  if (!comm) return record(nullptr, strataInvalidArgument, "strataCommInitFromEnv: comm is NULL");
+  std::shared_ptr<Communicator> impl;
+  strataResult_t r = guarded(nullptr, [&] {
+    Config config = Config::fromEnv();
+    EnvLaunch launch = discoverEnvLaunch();
+    UniqueIdInfo info = uniqueIdForEnv(launch);
+    if (launch.rank == 0) startRootService(config, "0.0.0.0", launch.rootPort, launch.secret, launch.size);
+    auto boot = Bootstrap::connect(config, info, launch.rank, launch.size);
+    impl = Communicator::create(config, std::move(boot));
+  });
+  if (r != strataSuccess) return r;
+  return finishInit(comm, std::move(impl));
+}
+
+strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm, void* config) {
+  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataCommSplit: invalid communicator");
+  if (!newcomm) return record(comm, strataInvalidArgument, "strataCommSplit: newcomm is NULL");
+  if (config) return record(comm, strataInvalidArgument, "strataCommSplit: config must be NULL");
+  if (color < 0 && color != STRATA_SPLIT_NOCOLOR)
+    return record(comm, strataInvalidArgument, strprintf("strataCommSplit: color %d is negative", color));
+  *newcomm = nullptr;
+  std::shared_ptr<Communicator> child;
+  strataResult_t r = guarded(comm, [&] { child = comm->impl->split(color, key); });
+  if (r != strataSuccess || !child) return r;
+  return finishInit(newcomm, std::move(child));
+}
+
+static strataResult_t release(strataComm_t comm, bool abort) {
+  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "invalid communicator (NULL or already destroyed)");
+  {
+    std::lock_guard<std::mutex> lk(gRegistryMutex);
+    registry().erase(comm);
+  }
+  strataResult_t r = guarded(nullptr, [&] {
+    if (abort) comm->impl->abort();
+    else comm->impl->destroy();
+  });
+  delete comm;
+  return r;
+}
+
+strataResult_t strataCommDestroy(strataComm_t comm) { return release(comm, false); }
+strataResult_t strataCommAbort(strataComm_t comm) { return release(comm, true); }
+
+strataResult_t strataCommGetAsyncError(strataComm_t comm, strataResult_t* asyncError) {
+  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataCommGetAsyncError: invalid communicator");
+  if (!asyncError) return record(comm, strataInvalidArgument, "strataCommGetAsyncError: asyncError is NULL");
+  *asyncError = comm->impl->asyncError();
+  return strataSuccess;
+}
+
+strataResult_t strataCommCount(const strataComm_t comm, int* count) {
+  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataCommCount: invalid communicator");
+  if (!count) return record(comm, strataInvalidArgument, "strataCommCount: count is NULL");
+  *count = comm->impl->size();
+  return strataSuccess;
+}
+
+strataResult_t strataCommUserRank(const strataComm_t comm, int* rank) {
+  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataCommUserRank: invalid communicator");
+  if (!rank) return record(comm, strataInvalidArgument, "strataCommUserRank: rank is NULL");
+  *rank = comm->impl->rank();
+  return strataSuccess;
+}
+
+strataResult_t strataRedOpCreatePreMulSum(strataRedOp_t* op, void* scalar, strataDataType_t datatype,
+                                          strataScalarResidence_t residence, strataComm_t comm) {
+  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataRedOpCreatePreMulSum: invalid communicator");
+  if (!op || !scalar) return record(comm, strataInvalidArgument, "strataRedOpCreatePreMulSum: op or scalar is NULL");
+  if (!dtypeValid(static_cast<int>(datatype)))
+    return record(comm, strataInvalidArgument, strprintf("strataRedOpCreatePreMulSum: invalid datatype %d", datatype));
+  if (residence != strataScalarHostImmediate)
+    return record(comm, strataInvalidArgument,
+                  "strataRedOpCreatePreMulSum: only strataScalarHostImmediate is supported for host buffers");
+  return guarded(comm, [&] {
+    const double s = loadAsDouble(scalar, 0, datatype);
+    *op = comm->impl->createPreMulSum(s, datatype);
+  });
+}
+
+strataResult_t strataRedOpDestroy(strataRedOp_t op, strataComm_t comm) {
+  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataRedOpDestroy: invalid communicator");
+  return guarded(comm, [&] { comm->impl->destroyRedOp(op); });
+}
+
+#define STRATA_CHECK_STREAM(comm, stream)                      \
+  do {                                                         \
+    strataResult_t strata_r_ = checkStream((comm), (stream));  \
+    if (strata_r_ != strataSuccess) return strata_r_;          \
+  } while (0)
+
+strataResult_t strataAllReduce(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
+                               strataRedOp_t op, strataComm_t comm, strataStream_t stream) {
+  STRATA_CHECK_STREAM(comm, stream);
+  CollCall c{CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, -1};
+  return issue(comm, c);
+}
+
+strataResult_t strataReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, strataDataType_t datatype,
+                                   strataRedOp_t op, strataComm_t comm, strataStream_t stream) {
+  STRATA_CHECK_STREAM(comm, stream);
+  CollCall c{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, -1};
+  return issue(comm, c);
+}
+
+strataResult_t strataAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, strataDataType_t datatype,
+                               strataComm_t comm, strataStream_t stream) {
+  STRATA_CHECK_STREAM(comm, stream);
+  CollCall c{CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, strataSum, 0, -1};
+  return issue(comm, c);
+}
+
+strataResult_t strataBroadcast(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype, int root,
+                               strataComm_t comm, strataStream_t stream) {
+  STRATA_CHECK_STREAM(comm, stream);
+  CollCall c{CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, strataSum, root, -1};
+  return issue(comm, c);
+}
+
+strataResult_t strataReduce(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
+                            strataRedOp_t op, int root, strataComm_t comm, strataStream_t stream) {
+  STRATA_CHECK_STREAM(comm, stream);
+  CollCall c{CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, -1};
+  return issue(comm, c);
+}
+
+strataResult_t strataAllToAll(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
+                              strataComm_t comm, strataStream_t stream) {
+  STRATA_CHECK_STREAM(comm, stream);
+  CollCall c{CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, strataSum, 0, -1};
+  return issue(comm, c);
+}
+
+strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
+                          strataStream_t stream) {
+  STRATA_CHECK_STREAM(comm, stream);
+  CollCall c{CollKind::kSend, sendbuff, nullptr, count, datatype, strataSum, 0, peer};
+  if (tGroup.depth == 0 && isLive(comm) && peer == comm->impl->rank() && count > 0)
+    return record(comm, strataInvalidUsage, "strataSend to self outside a group has no matching receive");
+  return issue(comm, c);
+}
+
+strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
+                          strataStream_t stream) {
+  STRATA_CHECK_STREAM(comm, stream);
+  CollCall c{CollKind::kRecv, nullptr, recvbuff, count, datatype, strataSum, 0, peer};
+  if (tGroup.depth == 0 && isLive(comm) && peer == comm->impl->rank() && count > 0)
+    return record(comm, strataInvalidUsage, "strataRecv from self outside a group has no matching send");
+  return issue(comm, c);
+}
+
+strataResult_t strataBarrier(strataComm_t comm, strataStream_t stream) {
+  STRATA_CHECK_STREAM(comm, stream);
+  CollCall c{CollKind::kBarrier, nullptr, nullptr, 0, strataInt8, strataSum, 0, -1};
+  return issue(comm, c);
+}
+
+strataResult_t strataGroupStart(void) {
+  ++tGroup.depth;
+  return strataSuccess;
+}
+
+static strataResult_t groupEnd(strataWork_t* work) {
+  if (tGroup.depth <= 0) return record(nullptr, strataInvalidUsage, "strataGroupEnd without strataGroupStart");
+  if (--tGroup.depth > 0) {
+    if (work) *work = nullptr;
+    return strataSuccess;
+  }
+  auto calls = std::move(tGroup.calls);
+  tGroup.calls.clear();
+  std::vector<std::shared_ptr<Task>> tasks;
+  strataResult_t r = guarded(nullptr, [&] { tasks = launchGroup(std::move(calls), work != nullptr); });
+  if (r != strataSuccess) return r;
+  if (work) {
+    auto* w = new strataWork();
+    w->tasks = std::move(tasks);
+    *work = w;
+    return strataSuccess;
+  }
+  for (auto& t : tasks) {
+    t->wait(-1);
+    if (t->result() != strataSuccess) return record(nullptr, t->result(), t->error());
+  }
+  return strataSuccess;
+}
+
+strataResult_t strataGroupEnd(void) { return groupEnd(nullptr); }
+
+strataResult_t strataGroupEndAsync(strataWork_t* work) {
+  if (!work) return record(nullptr, strataInvalidArgument, "strataGroupEndAsync: work is NULL");
+  *work = nullptr;
+  if (tGroup.depth != 1)
+    return record(nullptr, strataInvalidUsage, "strataGroupEndAsync must end the outermost group");
+  return groupEnd(work);
+}
+
+strataResult_t strataWorkWait(strataWork_t work, int64_t timeoutMs) {
+  if (!work) return record(nullptr, strataInvalidArgument, "strataWorkWait: work is NULL");
+  for (auto& t : work->tasks) {
+    if (!t->wait(timeoutMs)) return strataInProgress;
+  }
+  for (auto& t : work->tasks) {
+    if (t->result() != strataSuccess) {
+      work->error = t->error();
+      return record(nullptr, t->result(), t->error());
+    }
+  }
+  return strataSuccess;
+}
+
+strataResult_t strataWorkTest(strataWork_t work, int* done) {
+  if (!work || !done) return record(nullptr, strataInvalidArgument, "strataWorkTest: work or done is NULL");
+  *done = 0;
+  for (auto& t : work->tasks)
+    if (!t->done()) return strataSuccess;
+  *done = 1;
+  return strataWorkWait(work, 0);
+}
+
+const char* strataWorkError(strataWork_t work) {
+  if (!work) return "";
+  for (auto& t : work->tasks)
+    if (t->done() && t->result() != strataSuccess) {
+      work->error = t->error();
+      break;
+    }
+  return work->error.c_str();
+}
+
+strataResult_t strataWorkFree(strataWork_t work) {
+  delete work;
+  return strataSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,416 @@
+#include "core/communicator.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "topology/host.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace strata {
+namespace {
+
+constexpr uint32_t kConnSetupTag = 0x53540001;  // "ST" + 1: transport connection setup
+
+int64_t nowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+// ---- Task ---------------------------------------------------------------------------------------------
+
+void Task::complete(strataResult_t result, std::string error) {
+  {
+    std::lock_guard<std::mutex> lk(mutex_);
+    result_ = result;
+    error_ = std::move(error);
+    done_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+bool Task::wait(int64_t timeoutMs) {
+  std::unique_lock<std::mutex> lk(mutex_);
+  if (timeoutMs < 0) {
+    cv_.wait(lk, [&] { return done_.load(); });
+    return true;
+  }
+  return cv_.wait_for(lk, std::chrono::milliseconds(timeoutMs), [&] { return done_.load(); });
+}
+
+// ---- lifecycle ----------------------------------------------------------------------------------------
+
+Communicator::Communicator(const Config& config, std::shared_ptr<Bootstrap> bootstrap)
+    : config_(config), bootstrap_(std::move(bootstrap)) {
+  rank_ = bootstrap_->rank();
+  nranks_ = bootstrap_->size();
+  conns_.resize(static_cast<size_t>(nranks_));
+}
+
+std::shared_ptr<Communicator> Communicator::create(const Config& config, std::shared_ptr<Bootstrap> bootstrap) {
+  std::shared_ptr<Communicator> comm(new Communicator(config, std::move(bootstrap)));
+  std::string me = hostIdentity(config);
+  auto all = comm->bootstrap_->allGather(me.data(), me.size());
+  for (auto& h : all) comm->hostIds_.emplace_back(h.begin(), h.end());
+  std::weak_ptr<Communicator> weak = comm;
+  comm->bootstrap_->setFailureHandler([weak](const std::string& reason) {
+    if (auto c = weak.lock()) {
+      std::lock_guard<std::mutex> lk(c->failMutex_);
+      if (!c->failed_.load()) {
+        c->failCode_ = strataRemoteError;
+        c->failMessage_ = reason;
+        c->failed_.store(true, std::memory_order_release);
+      }
+    }
+  });
+  STRATA_INFO(kLogInit, "rank %d/%d initialised on host %s", comm->rank_, comm->nranks_, me.c_str());
+  return comm;
+}
+
+Communicator::~Communicator() {
+  try {
+    destroy();
+  } catch (...) {
+  }
+}
+
+void Communicator::destroy() {
+  {
+    std::unique_lock<std::mutex> lk(queueMutex_);
+    if (destroyed_) return;
+    queueCv_.wait(lk, [&] { return (queue_.empty() && !busy_) || aborted_.load(); });
+    destroyed_ = true;
+    stopWorker_ = true;
+  }
+  queueCv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  // Let committed messages leave before the links close, within the deadline.
+  if (!aborted_.load()) {
+    const int64_t deadline = nowNs() + std::min<int64_t>(config_.timeoutMs, 10000) * 1000000;
+    for (auto& c : conns_) {
+      if (!c) continue;
+      try {
+        while (!c->flushed() && nowNs() < deadline) {
+          if (!c->progress()) sched_yield();
+        }
+      } catch (const Error&) {
+        // The peer is gone; nothing left to deliver.
+      }
+    }
+  }
+  conns_.clear();
+  if (bootstrap_) bootstrap_->setFailureHandler(nullptr);
+  bootstrap_.reset();
+}
+
+void Communicator::abort() {
+  aborted_.store(true);
+  {
+    std::lock_guard<std::mutex> lk(failMutex_);
+    if (!failed_.load()) {
+      failCode_ = strataInvalidUsage;
+      failMessage_ = strprintf("rank %d: communicator aborted", rank_);
+      failed_.store(true);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(queueMutex_);
+    for (auto& [calls, task] : queue_) task->complete(strataInvalidUsage, "communicator aborted before this work ran");
+    queue_.clear();
+  }
+  queueCv_.notify_all();
+  destroy();
+}
+
+strataResult_t Communicator::asyncError() const {
+  std::lock_guard<std::mutex> lk(failMutex_);
+  return failCode_;
+}
+
+std::string Communicator::asyncErrorMessage() const {
+  std::lock_guard<std::mutex> lk(failMutex_);
+  return failMessage_;
+}
+
+void Communicator::checkUsable() const {
+  if (failed_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lk(failMutex_);
+    throw Error(failCode_ == strataSuccess ? strataInvalidUsage : failCode_,
+                strprintf("rank %d: communicator is unusable after an earlier error: %s", rank_, failMessage_.c_str()));
+  }
+}
+
+void Communicator::fail(const Error& e) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lk(failMutex_);
+    if (!failed_.load()) {
+      failCode_ = e.code();
+      failMessage_ = e.what();
+      failed_.store(true, std::memory_order_release);
+      first = true;
+    }
+  }
+  // Tell every rank of the job, so survivors fail fast with the real cause.
+  if (first && e.code() != strataRemoteError && bootstrap_) {
+    try {
+      bootstrap_->reportFailure(e.what());
+    } catch (...) {
+    }
+  }
+  STRATA_WARN(kLogColl, "%s", e.what());
+}
+
+std::shared_ptr<Communicator> Communicator::split(int color, int key) {
+  checkUsable();
+  std::unique_lock<std::mutex> lk(queueMutex_);
+  queueCv_.wait(lk, [&] { return queue_.empty() && !busy_; });
+  busy_ = true;
+  lk.unlock();
+  std::shared_ptr<Communicator> child;
+  try {
+    auto view = bootstrap_->split(color, key);
+    if (view) child = Communicator::create(config_, std::move(view));
+  } catch (...) {
+    lk.lock();
+    busy_ = false;
+    lk.unlock();
+    queueCv_.notify_all();
+    throw;
+  }
+  lk.lock();
+  busy_ = false;
+  lk.unlock();
+  queueCv_.notify_all();
+  return child;
+}
+
+strataRedOp_t Communicator::createPreMulSum(double scalar, strataDataType_t) {
+  std::lock_guard<std::mutex> lk(redOpMutex_);
+  for (size_t i = 0; i < preMulSums_.size(); ++i) {
+    if (!preMulSums_[i].live) {
+      preMulSums_[i] = {scalar, true};
+      return static_cast<strataRedOp_t>(strataNumOps + static_cast<int>(i));
+    }
+  }
+  preMulSums_.push_back({scalar, true});
+  return static_cast<strataRedOp_t>(strataNumOps + static_cast<int>(preMulSums_.size() - 1));
+}
+
+void Communicator::destroyRedOp(strataRedOp_t op) {
+  std::lock_guard<std::mutex> lk(redOpMutex_);
+  const int i = static_cast<int>(op) - strataNumOps;
+  if (i < 0 || static_cast<size_t>(i) >= preMulSums_.size() || !preMulSums_[static_cast<size_t>(i)].live)
+    throw InvalidArgument(strprintf("rank %d: reduction op %d was not created by strataRedOpCreatePreMulSum", rank_,
+                                    static_cast<int>(op)));
+  preMulSums_[static_cast<size_t>(i)].live = false;
+}
+
+// ---- submission ---------------------------------------------------------------------------------------
+
+void Communicator::run(const std::vector<CollCall>& calls) {
+  checkUsable();
+  {
+    std::unique_lock<std::mutex> lk(queueMutex_);
+    if (destroyed_) throw InvalidUsage(strprintf("rank %d: communicator used after destroy", rank_));
+    queueCv_.wait(lk, [&] { return (queue_.empty() && !busy_) || failed_.load(); });
+    checkUsable();
+    busy_ = true;
+  }
+  struct Release {
+    Communicator* c;
+    ~Release() {
+      {
+        std::lock_guard<std::mutex> lk(c->queueMutex_);
+        c->busy_ = false;
+      }
+      c->queueCv_.notify_all();
+    }
+  } release{this};
+  runLocked(calls);
+}
+
+std::shared_ptr<Task> Communicator::submit(std::vector<CollCall> calls) {
+  checkUsable();
+  auto task = std::make_shared<Task>();
+  {
+    std::lock_guard<std::mutex> lk(queueMutex_);
+    if (destroyed_) throw InvalidUsage(strprintf("rank %d: communicator used after destroy", rank_));
+    queue_.emplace_back(std::move(calls), task);
+    if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
+  }
+  queueCv_.notify_all();
+  return task;
+}
+
+void Communicator::workerLoop() {
+  std::unique_lock<std::mutex> lk(queueMutex_);
+  for (;;) {
+    queueCv_.wait(lk, [&] { return stopWorker_ || (!queue_.empty() && !busy_); });
+    if (queue_.empty()) {
+      if (stopWorker_) return;
+      continue;
+    }
+    auto [calls, task] = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lk.unlock();
+    strataResult_t result = strataSuccess;
+    std::string message;
+    try {
+      checkUsable();
+      runLocked(calls);
+    } catch (const Error& e) {
+      result = e.code();
+      message = e.what();
+    } catch (const std::exception& e) {
+      result = strataInternalError;
+      message = e.what();
+    }
+    task->complete(result, message);
+    lk.lock();
+    busy_ = false;
+    queueCv_.notify_all();
+  }
+}
+
+void Communicator::runLocked(const std::vector<CollCall>& calls) {
+  try {
+    std::vector<CollCall> p2p;
+    for (const CollCall& c : calls) {
+      if (c.kind == CollKind::kSend || c.kind == CollKind::kRecv) {
+        p2p.push_back(c);
+      } else {
+        executeCollective(c);
+      }
+    }
+    if (!p2p.empty()) executeP2P(p2p);
+  } catch (const InvalidArgument&) {
+    throw;  // caught before any communication: the communicator stays usable
+  } catch (const Error& e) {
+    fail(e);
+    throw;
+  } catch (const std::exception& e) {
+    InternalError ie(strprintf("rank %d: %s", rank_, e.what()));
+    fail(ie);
+    throw ie;
+  }
+}
+
+// ---- execution ----------------------------------------------------------------------------------------
+
+size_t Communicator::chunkElems(strataDataType_t dtype) const {
+  // A rank may run one chunk ahead of its peer; half the connection's capacity leaves room for the
+  // pieces already in flight.
+  const size_t bytes = std::max<size_t>(config_.connectionCapacity() / 2, config_.pieceBytes);
+  return std::max<size_t>(1, bytes / dtypeSize(dtype));
+}
+
+void Communicator::ensureConnections(const Plan& plan) {
+  std::vector<int> peers;
+  for (const auto& lane : plan.lanes)
+    for (const Op& op : lane) {
+      if (op.recvPeer >= 0) peers.push_back(op.recvPeer);
+      if (op.sendPeer >= 0) peers.push_back(op.sendPeer);
+    }
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  // Ascending peer order on every rank is consistent with the global order of pairs (min, max), so
+  // blocking pairwise set-ups cannot wait on each other in a cycle.
+  for (int p : peers) {
+    if (conns_[static_cast<size_t>(p)]) continue;
+    const bool sameHost = hostIds_[static_cast<size_t>(p)] == hostIds_[static_cast<size_t>(rank_)];
+    const bool useShm = sameHost && config_.transport != "tcp";
+    STRATA_INFO(kLogNet, "rank %d: connecting to rank %d over %s", rank_, p, useShm ? "shm" : "tcp");
+    conns_[static_cast<size_t>(p)] = useShm ? connectShm(*bootstrap_, config_, p, kConnSetupTag)
+                                            : connectTcp(*bootstrap_, config_, p, kConnSetupTag);
+  }
+}
+
+void Communicator::drive(PlanRunner& runner, const std::string& what) {
+  const int64_t start = nowNs();
+  const int64_t deadline = start + config_.timeoutMs * 1000000;
+  const int64_t spinNs = int64_t(config_.spinUs) * 1000;
+  int64_t idleSince = 0;
+  int64_t nextCheck = 0;
+  int64_t sleepNs = 1000;
+  while (!runner.done()) {
+    bool moved;
+    try {
+      moved = runner.progress();
+    } catch (const Error& e) {
+      throw Error(e.code(), what + ": " + e.what());
+    }
+    if (moved) {
+      idleSince = 0;
+      continue;
+    }
+    const int64_t now = nowNs();
+    if (idleSince == 0) {
+      idleSince = now;
+      nextCheck = now + 1000000;
+      sleepNs = 1000;
+    }
+    if (failed_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lk(failMutex_);
+      throw RemoteError(what + " aborted: " + failMessage_);
+    }
+    if (now >= nextCheck) {
+      nextCheck = now + 50000000;  // every 50 ms while stalled
+      for (int p : runner.stalledPeers()) {
+        if (conns_[static_cast<size_t>(p)]) {
+          try {
+            conns_[static_cast<size_t>(p)]->checkPeer();
+          } catch (const Error& e) {
+            throw RemoteError(what + ": " + e.what());
+          }
+        }
+      }
+      if (now > deadline)
+        throw TimeoutError(strprintf("%s timed out after %lld ms (STRATA_TIMEOUT_MS) waiting on: %s", what.c_str(),
+                                     static_cast<long long>(config_.timeoutMs), runner.describeStall().c_str()));
+    }
+    // Spin briefly, then yield, then sleep: ranks often outnumber cores.
+    const int64_t idle = now - idleSince;
+    if (idle < spinNs) {
+      for (int i = 0; i < 16; ++i) cpuRelax();
+    } else if (idle < spinNs + 2000000) {
+      sched_yield();
+    } else {
+      timespec ts{0, static_cast<long>(sleepNs)};
+      nanosleep(&ts, nullptr);
+      sleepNs = std::min<int64_t>(sleepNs * 2, 100000);
+    }
+  }
+}
+
+void Communicator::executePlan(const Plan& plan, std::vector<void*> buffers, strataDataType_t dtype, ReduceKind op,
+                               const std::string& what) {
+  ensureConnections(plan);
+  std::vector<char> scratch;
+  if (plan.scratchElems) {
+    scratch.resize(plan.scratchElems * dtypeSize(dtype));
+    while (buffers.size() <= static_cast<size_t>(kBufScratch)) buffers.push_back(nullptr);
+    buffers[kBufScratch] = scratch.data();
+  }
+  PlanRunner runner(plan, std::move(buffers), dtype, op, config_.pieceBytes,
+                    [this](int peer) { return conns_[static_cast<size_t>(peer)].get(); });
+  drive(runner, what);
+}
+
+}  // namespace strata

@@ -1,0 +1,149 @@
+// Communicator: one rank's membership in a group of ranks, its connections, and the executor that runs
+// plans over them. Calls are executed in issue order, either inline on the caller's thread (blocking
+// calls with nothing queued: lowest latency) or on the communicator's worker thread (async work).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "collectives/algorithms.h"
+#include "core/plan_runner.h"
+#include "strata/strata.h"
+#include "transport/transport.h"
+#include "util/config.h"
+#include "util/error.h"
+
+namespace strata {
+
+/// One validated user call.
+struct CollCall {
+  CollKind kind = CollKind::kAllReduce;
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  size_t count = 0;
+  strataDataType_t dtype = strataFloat32;
+  strataRedOp_t op = strataSum;
+  int root = 0;
+  int peer = -1;
+};
+
+/// Completion of a batch of calls on one communicator.
+class Task {
+ public:
+  void complete(strataResult_t result, std::string error);
+  /// Waits until done or timeoutMs passes (< 0: forever). Returns false on timeout.
+  bool wait(int64_t timeoutMs);
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  strataResult_t result() const { return result_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::atomic<bool> done_{false};
+  strataResult_t result_ = strataSuccess;
+  std::string error_;
+};
+
+class Communicator : public std::enable_shared_from_this<Communicator> {
+ public:
+  /// Collective over the bootstrap's ranks: exchanges host identities.
+  static std::shared_ptr<Communicator> create(const Config& config, std::shared_ptr<Bootstrap> bootstrap);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return nranks_; }
+  const Config& config() const { return config_; }
+
+  /// Throws InvalidArgument/InvalidUsage describing what is wrong with the call.
+  void validate(const CollCall& call) const;
+  /// Runs the calls (one group) and returns when their results are in place.
+  void run(const std::vector<CollCall>& calls);
+  /// Queues the calls behind earlier work and returns at once.
+  std::shared_ptr<Task> submit(std::vector<CollCall> calls);
+
+  std::shared_ptr<Communicator> split(int color, int key);
+  /// Waits for queued work, flushes connections and releases everything. Idempotent.
+  void destroy();
+  /// Stops without waiting for peers; queued work fails.
+  void abort();
+
+  /// First error seen by asynchronous work or reported by a peer; strataSuccess if none.
+  strataResult_t asyncError() const;
+  std::string asyncErrorMessage() const;
+
+  strataRedOp_t createPreMulSum(double scalar, strataDataType_t dtype);
+  void destroyRedOp(strataRedOp_t op);
+
+  /// Host identity of every rank (index: rank).
+  const std::vector<std::string>& hostIds() const { return hostIds_; }
+  /// The algorithm the selector would use (or STRATA_ALGO forces) for this call.
+  std::string chooseAlgorithm(const CollCall& call) const;
+
+ private:
+  Communicator(const Config& config, std::shared_ptr<Bootstrap> bootstrap);
+  void runLocked(const std::vector<CollCall>& calls);
+  void executeCollective(const CollCall& call);
+  void executeP2P(const std::vector<CollCall>& calls);
+  void executePlan(const Plan& plan, std::vector<void*> buffers, strataDataType_t dtype, ReduceKind op,
+                   const std::string& what);
+  void ensureConnections(const Plan& plan);
+  void drive(PlanRunner& runner, const std::string& what);
+  void fail(const Error& e);
+  void checkUsable() const;
+  void workerLoop();
+  size_t chunkElems(strataDataType_t dtype) const;
+
+  Config config_;
+  std::shared_ptr<Bootstrap> bootstrap_;
+  int rank_ = 0;
+  int nranks_ = 1;
+  std::vector<std::string> hostIds_;
+  std::vector<std::unique_ptr<Connection>> conns_;  // index: peer
+  std::map<std::string, std::unique_ptr<Plan>> planCache_;
+  uint64_t seq_ = 0;  // collective sequence number, for error messages
+
+  struct PreMulSum {
+    double scalar = 1.0;
+    bool live = false;
+  };
+  std::vector<PreMulSum> preMulSums_;
+  mutable std::mutex redOpMutex_;
+
+  // Failure state: set by a failed operation or by the bootstrap when a peer fails.
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failMutex_;
+  strataResult_t failCode_ = strataSuccess;
+  std::string failMessage_;
+  std::atomic<bool> aborted_{false};
+  bool destroyed_ = false;
+
+  // Work queue: one executor at a time (inline caller or worker), in submission order.
+  std::mutex queueMutex_;
+  std::condition_variable queueCv_;
+  std::deque<std::pair<std::vector<CollCall>, std::shared_ptr<Task>>> queue_;
+  bool busy_ = false;
+  bool stopWorker_ = false;
+  std::thread worker_;
+};
+
+/// Reduction operator that `op` maps to for `dtype` on a communicator of `nranks` ranks:
+/// the element-wise kernel, the factor to pre-multiply inputs by (1 = none) and the integer to divide
+/// results by (1 = none).
+struct EffectiveOp {
+  ReduceKind kind = ReduceKind::kSum;
+  double preMul = 1.0;
+  uint64_t postDiv = 1;
+};
+
+}  // namespace strata

@@ -1,0 +1,164 @@
+#include "core/plan_runner.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace strata {
+
+PlanRunner::PlanRunner(const Plan& plan, std::vector<void*> buffers, strataDataType_t dtype, ReduceKind op,
+                       size_t pieceBytes, std::function<Connection*(int)> connFor)
+    : plan_(plan),
+      buffers_(std::move(buffers)),
+      dtype_(dtype),
+      elemSize_(dtypeSize(dtype)),
+      op_(op),
+      pieceElems_(std::max<size_t>(1, pieceBytes / std::max<size_t>(1, dtypeSize(dtype)))),
+      connFor_(std::move(connFor)),
+      conns_(static_cast<size_t>(plan.nranks), nullptr),
+      lanes_(plan.lanes.size()),
+      lanesLeft_(plan.lanes.size()) {
+  if (elemSize_ == 0) throw InternalError("PlanRunner: invalid dtype");
+  // Lanes with no ops are done from the start.
+  for (size_t l = 0; l < plan_.lanes.size(); ++l)
+    if (plan_.lanes[l].empty()) --lanesLeft_;
+}
+
+Connection* PlanRunner::conn(int peer) {
+  Connection*& c = conns_[static_cast<size_t>(peer)];
+  if (!c) c = connFor_(peer);
+  return c;
+}
+
+char* PlanRunner::addr(const Region& r, size_t at) const {
+  void* base = buffers_[static_cast<size_t>(r.buf)];
+  if (!base) throw InternalError(strprintf("plan touches buffer %d, which was not provided", r.buf));
+  return static_cast<char*>(base) + (r.offset + at) * elemSize_;
+}
+
+bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
+  const size_t bytes = n * elemSize_;
+  switch (op.kind) {
+    case OpKind::kSend: {
+      void* out = conn(op.sendPeer)->trySendReserve(bytes);
+      if (!out) return false;
+      std::memcpy(out, addr(op.src, at), bytes);
+      conn(op.sendPeer)->sendCommit(bytes);
+      return true;
+    }
+    case OpKind::kRecv: {
+      Connection* c = conn(op.recvPeer);
+      const void* in = c->tryRecvPeek(bytes);
+      if (!in) return false;
+      std::memcpy(addr(op.dst, at), in, bytes);
+      c->recvRelease();
+      return true;
+    }
+    case OpKind::kRecvReduce: {
+      Connection* c = conn(op.recvPeer);
+      const void* in = c->tryRecvPeek(bytes);
+      if (!in) return false;
+      reduce2(addr(op.dst, at), in, addr(op.src, at), n, dtype_, op_);
+      c->recvRelease();
+      return true;
+    }
+    case OpKind::kRecvReduceSend:
+    case OpKind::kRecvReduceCopySend:
+    case OpKind::kRecvCopySend: {
+      Connection* rc = conn(op.recvPeer);
+      Connection* sc = conn(op.sendPeer);
+      const void* in = rc->tryRecvPeek(bytes);
+      if (!in) return false;
+      void* out = sc->trySendReserve(bytes);
+      if (!out) return false;  // the peeked message stays first in line; we come back for it
+      if (op.kind == OpKind::kRecvReduceSend) {
+        // Fused: reduce straight into the next peer's buffer, no local write.
+        reduce2(out, in, addr(op.src, at), n, dtype_, op_);
+      } else if (op.kind == OpKind::kRecvReduceCopySend) {
+        char* dst = addr(op.dst, at);
+        reduce2(dst, in, addr(op.src, at), n, dtype_, op_);
+        std::memcpy(out, dst, bytes);
+      } else {
+        std::memcpy(out, in, bytes);
+        std::memcpy(addr(op.dst, at), in, bytes);
+      }
+      sc->sendCommit(bytes);
+      rc->recvRelease();
+      return true;
+    }
+    case OpKind::kCopy: {
+      char* dst = addr(op.dst, at);
+      const char* src = addr(op.src, at);
+      if (dst != src) std::memmove(dst, src, bytes);
+      return true;
+    }
+    case OpKind::kReduceLocal: {
+      char* dst = addr(op.dst, at);
+      reduce2(dst, dst, addr(op.src, at), n, dtype_, op_);
+      return true;
+    }
+  }
+  throw InternalError("PlanRunner: unknown op kind");
+}
+
+bool PlanRunner::advanceLane(size_t l) {
+  LaneState& st = lanes_[l];
+  const std::vector<Op>& ops = plan_.lanes[l];
+  bool moved = false;
+  while (st.op < ops.size()) {
+    const Op& op = ops[st.op];
+    const size_t total = op.count();
+    if (total > st.piece) {
+      const bool local = op.kind == OpKind::kCopy || op.kind == OpKind::kReduceLocal;
+      const size_t n = local ? total - st.piece : std::min(pieceElems_, total - st.piece);
+      if (!runPiece(op, st.piece, n)) return moved;
+      moved = true;
+      st.piece += n;
+    }
+    if (st.piece >= total) {
+      ++st.op;
+      st.piece = 0;
+    }
+  }
+  --lanesLeft_;
+  return true;
+}
+
+bool PlanRunner::progress() {
+  bool moved = false;
+  for (Connection* c : conns_)
+    if (c) moved |= c->progress();
+  for (size_t l = 0; l < lanes_.size(); ++l)
+    if (lanes_[l].op < plan_.lanes[l].size()) moved |= advanceLane(l);
+  return moved;
+}
+
+std::vector<int> PlanRunner::stalledPeers() const {
+  std::vector<int> peers;
+  for (size_t l = 0; l < lanes_.size(); ++l) {
+    if (lanes_[l].op >= plan_.lanes[l].size()) continue;
+    const Op& op = plan_.lanes[l][lanes_[l].op];
+    if (op.recvPeer >= 0) peers.push_back(op.recvPeer);
+    if (op.sendPeer >= 0) peers.push_back(op.sendPeer);
+  }
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  return peers;
+}
+
+std::string PlanRunner::describeStall() const {
+  std::string out;
+  for (size_t l = 0; l < lanes_.size(); ++l) {
+    if (lanes_[l].op >= plan_.lanes[l].size()) continue;
+    const Op& op = plan_.lanes[l][lanes_[l].op];
+    if (!out.empty()) out += "; ";
+    out += strprintf("lane %zu op %zu/%zu %s", l, lanes_[l].op, plan_.lanes[l].size(), opKindName(op.kind));
+    if (op.recvPeer >= 0) out += strprintf(" from rank %d", op.recvPeer);
+    if (op.sendPeer >= 0) out += strprintf(" to rank %d", op.sendPeer);
+    out += strprintf(" (%zu/%zu elements done)", lanes_[l].piece, op.count());
+  }
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,57 @@
+// PlanRunner: the non-blocking state machine that executes one rank's Plan over Connections.
+// The real executor drives it with waits and deadlines; the reference interpreter drives every rank's
+// runner round-robin over in-memory connections in one thread. One implementation, tested both ways.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collectives/plan.h"
+#include "kernels/reduce.h"
+#include "transport/transport.h"
+
+namespace strata {
+
+class PlanRunner {
+ public:
+  /// `buffers[i]` is the base of plan buffer i (nullptr allowed where the plan never touches it);
+  /// `connFor(peer)` returns the connection to that peer (called lazily, at most once per peer).
+  PlanRunner(const Plan& plan, std::vector<void*> buffers, strataDataType_t dtype, ReduceKind op,
+             size_t pieceBytes, std::function<Connection*(int)> connFor);
+
+  /// Advances every lane as far as it can without waiting. Returns true if anything moved.
+  /// Throws on transport errors and on size mismatches with a peer.
+  bool progress();
+  bool done() const { return lanesLeft_ == 0; }
+  /// Human-readable position of each unfinished lane (for timeout messages): op index, kind, peers.
+  std::string describeStall() const;
+  /// Peers that unfinished lanes are waiting on right now.
+  std::vector<int> stalledPeers() const;
+
+ private:
+  struct LaneState {
+    size_t op = 0;        // index of the current op
+    size_t piece = 0;     // elements of the current op already done
+  };
+  bool advanceLane(size_t lane);
+  /// Runs one piece of `op` starting at element `at`; returns false if it must wait.
+  bool runPiece(const Op& op, size_t at, size_t n);
+  char* addr(const Region& r, size_t at) const;
+  Connection* conn(int peer);
+
+  const Plan& plan_;
+  std::vector<void*> buffers_;
+  strataDataType_t dtype_;
+  size_t elemSize_;
+  ReduceKind op_;
+  size_t pieceElems_;
+  std::function<Connection*(int)> connFor_;
+  std::vector<Connection*> conns_;  // cache by peer
+  std::vector<LaneState> lanes_;
+  size_t lanesLeft_;
+};
+
+}  // namespace strata

@@ -1,0 +1,175 @@
+// Scalar conversions between f32/f64 and the narrow float formats, and element access as double.
+//
+// These are the reference definitions: decoding follows the format definition literally (fp8 through
+// 256-entry tables built at compile time), and encoding rounds once from double with an explicit
+// round-to-nearest-even, so no intermediate f32 rounding can double-round. The vector loops in
+// reduce_loops.h use bit tricks instead and are tested against these.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "kernels/reduce.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+constexpr double pow2(int e) {
+  double r = 1.0;
+  for (; e > 0; --e) r *= 2.0;
+  for (; e < 0; ++e) r /= 2.0;
+  return r;
+}
+
+// A binary float format with E exponent bits, M mantissa bits and bias B. kFiniteOnly is the OCP "fn" flavour
+// (e4m3): no infinities, only all-ones is NaN, and overflow saturates to the largest finite value.
+template <int E, int M, int B, bool kFiniteOnly>
+struct Format {
+  static constexpr uint32_t kSign = 1u << (E + M);
+  static constexpr uint32_t kExpAll = (1u << E) - 1;
+  static constexpr uint32_t kMantAll = (1u << M) - 1;
+  static constexpr uint32_t kNan = kFiniteOnly ? ((kExpAll << M) | kMantAll) : ((kExpAll << M) | (1u << (M - 1)));
+  static constexpr uint32_t kMaxFinite = kFiniteOnly ? ((kExpAll << M) | (kMantAll - 1)) : (((kExpAll - 1) << M) | kMantAll);
+  // What overflow and infinity become: infinity, or the largest finite value when there is none.
+  static constexpr uint32_t kOverflow = kFiniteOnly ? kMaxFinite : (kExpAll << M);
+
+  static constexpr float decode(uint32_t code) {
+    const bool negative = (code & kSign) != 0;
+    const uint32_t exp = (code >> M) & kExpAll;
+    const uint32_t mant = code & kMantAll;
+    float mag;
+    if (kFiniteOnly ? (exp == kExpAll && mant == kMantAll) : exp == kExpAll) {
+      mag = (!kFiniteOnly && mant == 0) ? std::numeric_limits<float>::infinity()
+                                        : std::numeric_limits<float>::quiet_NaN();
+    } else if (exp == 0) {
+      mag = static_cast<float>(mant * pow2(1 - B - M));
+    } else {
+      mag = static_cast<float>((mant + (1u << M)) * pow2(static_cast<int>(exp) - B - M));
+    }
+    return negative ? -mag : mag;
+  }
+
+  static uint32_t encode(double v) {
+    const uint32_t sign = std::signbit(v) ? kSign : 0;
+    if (std::isnan(v)) return kNan | sign;
+    const double x = std::fabs(v);
+    if (x == 0.0) return sign;
+    if (std::isinf(x)) return kOverflow | sign;
+    int ex = 0;
+    std::frexp(x, &ex);  // x = f * 2^ex with f in [0.5, 1)
+    // The exponent x is represented with; the smallest normal exponent for subnormals.
+    const int e = std::max(ex - 1, 1 - B);
+    if (e > static_cast<int>(kExpAll) + 1 - B) return kOverflow | sign;
+    // Mantissa as an integer plus fraction; scaling by a power of two is exact.
+    const double q = std::ldexp(x, M - e);
+    double m = std::floor(q);
+    const double frac = q - m;
+    if (frac > 0.5 || (frac == 0.5 && std::fmod(m, 2.0) != 0.0)) m += 1.0;
+    const uint32_t mi = static_cast<uint32_t>(m);
+    // Subnormal (exponent field 0), or normal; a mantissa that rounded up to 2^(M+1) carries into the exponent.
+    uint32_t code = mi < (1u << M) ? mi : (static_cast<uint32_t>(e + B) << M) + (mi - (1u << M));
+    if (code > kMaxFinite) code = kOverflow;
+    return code | sign;
+  }
+};
+
+using HalfFormat = Format<5, 10, 15, false>;
+using Bf16Format = Format<8, 7, 127, false>;
+using E4m3Format = Format<4, 3, 7, true>;
+using E5m2Format = Format<5, 2, 15, false>;
+
+template <class F>
+constexpr std::array<float, 256> makeTable() {
+  std::array<float, 256> t{};
+  for (uint32_t c = 0; c < 256; ++c) t[c] = F::decode(c);
+  return t;
+}
+
+constexpr std::array<float, 256> kE4m3ToFloat = makeTable<E4m3Format>();
+constexpr std::array<float, 256> kE5m2ToFloat = makeTable<E5m2Format>();
+
+// Truncates toward zero and saturates at T's range; NaN gives 0.
+template <class T>
+T doubleToInt(double v) {
+  if (std::isnan(v)) return 0;
+  // Powers of two, exact in double: the first value above the range and the lowest in it.
+  const double half = std::ldexp(1.0, static_cast<int>(sizeof(T) * 8 - 1));
+  const double above = std::numeric_limits<T>::is_signed ? half : 2 * half;
+  const double lowest = std::numeric_limits<T>::is_signed ? -half : 0.0;
+  if (v >= above) return std::numeric_limits<T>::max();
+  if (v <= lowest) return std::numeric_limits<T>::min();
+  return static_cast<T>(v);
+}
+
+template <class T>
+T loadRaw(const void* buf, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(buf) + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+template <class T>
+void storeRaw(void* buf, size_t i, T v) {
+  std::memcpy(static_cast<char*>(buf) + i * sizeof(T), &v, sizeof(T));
+}
+
+}  // namespace
+
+float halfToFloat(uint16_t h) { return HalfFormat::decode(h); }
+uint16_t floatToHalf(float f) { return static_cast<uint16_t>(HalfFormat::encode(f)); }
+
+float bf16ToFloat(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+uint16_t floatToBf16(float f) { return static_cast<uint16_t>(Bf16Format::encode(f)); }
+
+float fp8e4m3ToFloat(uint8_t v) { return kE4m3ToFloat[v]; }
+uint8_t floatToFp8e4m3(float f) { return static_cast<uint8_t>(E4m3Format::encode(f)); }
+float fp8e5m2ToFloat(uint8_t v) { return kE5m2ToFloat[v]; }
+uint8_t floatToFp8e5m2(float f) { return static_cast<uint8_t>(E5m2Format::encode(f)); }
+
+double loadAsDouble(const void* buf, size_t i, strataDataType_t dt) {
+  switch (dt) {
+    case strataInt8: return loadRaw<int8_t>(buf, i);
+    case strataUint8: return loadRaw<uint8_t>(buf, i);
+    case strataInt32: return loadRaw<int32_t>(buf, i);
+    case strataUint32: return loadRaw<uint32_t>(buf, i);
+    case strataInt64: return static_cast<double>(loadRaw<int64_t>(buf, i));
+    case strataUint64: return static_cast<double>(loadRaw<uint64_t>(buf, i));
+    case strataFloat16: return halfToFloat(loadRaw<uint16_t>(buf, i));
+    case strataFloat32: return loadRaw<float>(buf, i);
+    case strataFloat64: return loadRaw<double>(buf, i);
+    case strataBfloat16: return bf16ToFloat(loadRaw<uint16_t>(buf, i));
+    case strataFloat8e4m3: return fp8e4m3ToFloat(loadRaw<uint8_t>(buf, i));
+    case strataFloat8e5m2: return fp8e5m2ToFloat(loadRaw<uint8_t>(buf, i));
+    default: break;
+  }
+  throw InvalidArgument(strprintf("loadAsDouble: invalid datatype %d", static_cast<int>(dt)));
+}
+
+void storeFromDouble(void* buf, size_t i, strataDataType_t dt, double v) {
+  switch (dt) {
+    case strataInt8: return storeRaw(buf, i, doubleToInt<int8_t>(v));
+    case strataUint8: return storeRaw(buf, i, doubleToInt<uint8_t>(v));
+    case strataInt32: return storeRaw(buf, i, doubleToInt<int32_t>(v));
+    case strataUint32: return storeRaw(buf, i, doubleToInt<uint32_t>(v));
+    case strataInt64: return storeRaw(buf, i, doubleToInt<int64_t>(v));
+    case strataUint64: return storeRaw(buf, i, doubleToInt<uint64_t>(v));
+    case strataFloat16: return storeRaw(buf, i, static_cast<uint16_t>(HalfFormat::encode(v)));
+    case strataFloat32: return storeRaw(buf, i, static_cast<float>(v));
+    case strataFloat64: return storeRaw(buf, i, v);
+    case strataBfloat16: return storeRaw(buf, i, static_cast<uint16_t>(Bf16Format::encode(v)));
+    case strataFloat8e4m3: return storeRaw(buf, i, static_cast<uint8_t>(E4m3Format::encode(v)));
+    case strataFloat8e5m2: return storeRaw(buf, i, static_cast<uint8_t>(E5m2Format::encode(v)));
+    default: break;
+  }
+  throw InvalidArgument(strprintf("storeFromDouble: invalid datatype %d", static_cast<int>(dt)));
+}
+
+}  // namespace strata

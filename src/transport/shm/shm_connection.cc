@@ -1,0 +1,425 @@
+// Shared-memory transport between two ranks of one host: one FIFO per direction (see shm_fifo.h).
+//
+// Setup (both ranks run the same steps):
+//   1. create the FIFO this rank RECEIVES on: shm_open(O_CREAT|O_EXCL, 0600) under a random name that
+//      carries the communicator id, reserve its pages (posix_fallocate: ENOSPC instead of a SIGBUS later),
+//      map and pre-fault it, fill its header;
+//   2. send the name to the peer through the PeerExchange; map the peer's FIFO (the one this rank sends into);
+//   3. exchange a "mapped" ack, then unlink the own segment: from here on nothing is left in /dev/shm, even
+//      if a process dies. Any error before that unlinks what was created (ShmSegment is RAII).
+// The data path has no system calls, no locks and no allocations: two atomics per message.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bootstrap/peer_exchange.h"
+#include "transport/shm/shm_fifo.h"
+#include "transport/transport.h"
+#include "util/config.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace strata {
+namespace shm {
+namespace {
+
+constexpr uint8_t kAckMapped = 1;
+constexpr uint8_t kAckFailed = 0;
+
+std::string randomHex(size_t bytes) {
+  std::vector<uint8_t> buf(bytes);
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(buf.data() + got, bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      STRATA_THROW_SYS("getrandom for a shared memory segment name");
+    }
+    got += static_cast<size_t>(n);
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : buf) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+// Pids are only comparable between processes of one pid namespace (containers sharing /dev/shm may not).
+uint64_t pidNamespaceId() {
+  struct stat st;
+  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_ino) ^ (static_cast<uint64_t>(st.st_dev) << 32);
+}
+
+// A mapped POSIX shared-memory segment. Unmaps on destruction, and unlinks the name too while this
+// process still owns it (setup failed before the peer mapped it).
+class ShmSegment {
+ public:
+  ShmSegment() = default;
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+  ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
+  ShmSegment& operator=(ShmSegment&& o) noexcept {
+    if (this != &o) {
+      release();
+      name_ = std::move(o.name_);
+      base_ = std::exchange(o.base_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+      linked_ = std::exchange(o.linked_, false);
+    }
+    return *this;
+  }
+  ~ShmSegment() { release(); }
+
+  /// Creates, sizes, maps and pre-faults a new segment readable and writable by this user only.
+  static ShmSegment create(const std::string& name, size_t bytes, int me, int peer) {
+    ShmSegment seg;
+    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      throw SysError(strprintf("rank %d: shm_open(%s) for the FIFO from rank %d", me, name.c_str(), peer), errno);
+    }
+    seg.name_ = name;
+    seg.linked_ = true;
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { ::close(fd); }
+    } closer{fd};
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      throw SysError(strprintf("rank %d: ftruncate(%s, %zu)", me, name.c_str(), bytes), errno);
+    }
+    // Reserve the pages now: on a full /dev/shm this fails here with ENOSPC instead of a SIGBUS on first touch.
+    int rc;
+    do {
+      rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    } while (rc == EINTR);
+    if (rc != 0) {
+      throw SysError(strprintf("rank %d: reserving %zu bytes of /dev/shm for the FIFO from rank %d (is /dev/shm "
+                               "too small? containers: --shm-size; or lower STRATA_NSLOTS / STRATA_PIECE_BYTES)",
+                               me, bytes, peer),
+                     rc);
+    }
+    seg.map(fd, bytes, me);
+    // Touch every page for writing so the hot loop never takes a page fault on this side.
+    auto* p = static_cast<volatile char*>(seg.base_);
+    for (size_t off = 0; off < bytes; off += 4096) p[off] = 0;
+    return seg;
+  }
+
+  /// Maps an existing segment created by the peer, after checking it belongs to this user, is private
+  /// to it and is large enough.
+  static ShmSegment open(const std::string& name, size_t bytes, int me, int peer) {
+    ShmSegment seg;
+    int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+      throw SysError(strprintf("rank %d: shm_open(%s), the FIFO of rank %d (do both ranks really share a host "
+                               "and /dev/shm?)",
+                               me, name.c_str(), peer),
+                     errno);
+    }
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { ::close(fd); }
+    } closer{fd};
+    struct stat st;
+    if (fstat(fd, &st) != 0) STRATA_THROW_SYS(strprintf("rank %d: fstat(%s)", me, name.c_str()));
+    if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+      throw RemoteError(strprintf("rank %d: shared memory segment %s of rank %d has owner %u mode %03o, expected "
+                                  "owner %u mode 0600",
+                                  me, name.c_str(), peer, static_cast<unsigned>(st.st_uid),
+                                  static_cast<unsigned>(st.st_mode & 0777), static_cast<unsigned>(geteuid())));
+    }
+    if (static_cast<size_t>(st.st_size) < bytes) {
+      throw InvalidUsage(strprintf("rank %d: the FIFO of rank %d has %lld bytes, expected %zu: the ranks have "
+                                   "different STRATA_PIECE_BYTES or STRATA_NSLOTS",
+                                   me, peer, static_cast<long long>(st.st_size), bytes));
+    }
+    seg.map(fd, bytes, me);
+    // Pre-fault this side's page tables too (reads map shmem pages writable on a shared mapping).
+    auto* p = static_cast<const volatile char*>(seg.base_);
+    for (size_t off = 0; off < bytes; off += 4096) (void)p[off];
+    return seg;
+  }
+
+  /// Removes the name from /dev/shm; the mappings stay valid.
+  void unlink() {
+    if (linked_) {
+      shm_unlink(name_.c_str());
+      linked_ = false;
+    }
+  }
+
+  void* base() const { return base_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  void map(int fd, size_t bytes, int me) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) throw SysError(strprintf("rank %d: mmap(%s, %zu)", me, name_.c_str(), bytes), errno);
+    base_ = p;
+    bytes_ = bytes;
+  }
+  void release() {
+    if (base_) munmap(base_, bytes_);
+    base_ = nullptr;
+    unlink();
+  }
+
+  std::string name_;
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  bool linked_ = false;
+};
+
+ShmSlotHeader* slotHeader(char* slots, size_t stride, uint64_t slot) {
+  return reinterpret_cast<ShmSlotHeader*>(slots + slot * stride);
+}
+
+class ShmConnection final : public Connection {
+ public:
+  ShmConnection(ShmSegment recvSeg, ShmSegment sendSeg, int me, int peer, size_t pieceBytes, uint32_t nslots)
+      : recvSeg_(std::move(recvSeg)),
+        sendSeg_(std::move(sendSeg)),
+        rx_(static_cast<ShmFifoHeader*>(recvSeg_.base())),
+        tx_(static_cast<ShmFifoHeader*>(sendSeg_.base())),
+        rxSlots_(static_cast<char*>(recvSeg_.base()) + fifoHeaderBytes()),
+        txSlots_(static_cast<char*>(sendSeg_.base()) + fifoHeaderBytes()),
+        stride_(fifoSlotStride(pieceBytes)),
+        pieceBytes_(pieceBytes),
+        nslots_(nslots),
+        me_(me),
+        peer_(peer),
+        peerPid_(tx_->creatorPid) {
+    // Liveness: a pidfd (immune to pid reuse, sees zombies) if the kernel lets us, else kill(pid, 0).
+    pidComparable_ = tx_->creatorPidNs != 0 && tx_->creatorPidNs == pidNamespaceId();
+#ifdef SYS_pidfd_open
+    if (pidComparable_) pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, peerPid_, 0));
+#endif
+    if (!pidComparable_) {
+      STRATA_INFO(kLogShm, "rank %d: rank %d is in another pid namespace; only orderly closes are detected", me_,
+                  peer_);
+    }
+  }
+
+  ~ShmConnection() override {
+    rx_->receiverClosed.store(1, std::memory_order_release);
+    tx_->senderClosed.store(1, std::memory_order_release);
+    if (pidfd_ >= 0) ::close(pidfd_);
+  }
+
+  void* trySendReserve(size_t bytes) override {
+    if (bytes > pieceBytes_) {
+      throw InternalError(strprintf("rank %d: a %zu-byte message to rank %d exceeds STRATA_PIECE_BYTES=%zu", me_,
+                                    bytes, peer_, pieceBytes_));
+    }
+    if (txHead_ - txTailCache_ >= nslots_) {
+      txTailCache_ = tx_->tail.load(std::memory_order_acquire);
+      if (txHead_ - txTailCache_ >= nslots_) {
+        if (tx_->receiverClosed.load(std::memory_order_acquire)) throwClosed();
+        return nullptr;
+      }
+    }
+    reserved_ = true;
+    return slotHeader(txSlots_, stride_, txSlot_) + 1;
+  }
+
+  void sendCommit(size_t bytes) override {
+    if (!reserved_ || bytes > pieceBytes_) {
+      throw InternalError(strprintf("rank %d: sendCommit(%zu) to rank %d without a matching trySendReserve", me_,
+                                    bytes, peer_));
+    }
+    ShmSlotHeader* h = slotHeader(txSlots_, stride_, txSlot_);
+    h->size = bytes;
+    h->seq = txHead_;
+    reserved_ = false;
+    tx_->head.store(++txHead_, std::memory_order_release);
+    if (++txSlot_ == nslots_) txSlot_ = 0;
+  }
+
+  const void* tryRecvPeek(size_t bytes) override {
+    if (rxTail_ == rxHeadCache_) {
+      rxHeadCache_ = rx_->head.load(std::memory_order_acquire);
+      if (rxTail_ == rxHeadCache_) {
+        if (!rx_->senderClosed.load(std::memory_order_acquire)) return nullptr;
+        // Closed: everything it committed before closing is visible now.
+        rxHeadCache_ = rx_->head.load(std::memory_order_acquire);
+        if (rxTail_ == rxHeadCache_) throwClosed();
+      }
+    }
+    const ShmSlotHeader* h = slotHeader(rxSlots_, stride_, rxSlot_);
+    const uint64_t size = h->size;
+    if (h->seq != rxTail_ || size > pieceBytes_) {
+      throw RemoteError(strprintf("rank %d: corrupted shm FIFO from rank %d (message %llu has sequence %llu, "
+                                  "size %llu)",
+                                  me_, peer_, static_cast<unsigned long long>(rxTail_),
+                                  static_cast<unsigned long long>(h->seq), static_cast<unsigned long long>(size)));
+    }
+    if (size != bytes) {
+      throw InvalidUsage(strprintf("rank %d expected a %zu-byte message from rank %d but got %llu bytes: the ranks "
+                                   "called different collectives or counts",
+                                   me_, bytes, peer_, static_cast<unsigned long long>(size)));
+    }
+    return h + 1;
+  }
+
+  void recvRelease() override {
+    if (rxTail_ == rxHeadCache_) {
+      throw InternalError(strprintf("rank %d: recvRelease from rank %d without a message", me_, peer_));
+    }
+    rx_->tail.store(++rxTail_, std::memory_order_release);
+    if (++rxSlot_ == nslots_) rxSlot_ = 0;
+  }
+
+  bool progress() override { return false; }
+  // A committed message already lives in the peer's segment, which outlives our mapping.
+  bool flushed() override { return true; }
+
+  void checkPeer() override {
+    const bool closed = rx_->senderClosed.load(std::memory_order_acquire) != 0 ||
+                        tx_->receiverClosed.load(std::memory_order_acquire) != 0;
+    if (closed) {
+      // An orderly close only matters once its last messages are consumed.
+      if (rx_->head.load(std::memory_order_acquire) == rxTail_) throwClosed();
+      return;
+    }
+    if (peerExited()) {
+      throw RemoteError(strprintf("rank %d (pid %d) on this host exited (seen by rank %d over shm)", peer_,
+                                  static_cast<int>(peerPid_), me_));
+    }
+  }
+
+  int peer() const override { return peer_; }
+  const char* kind() const override { return "shm"; }
+
+ private:
+  bool peerExited() const {
+    if (pidfd_ >= 0) {
+      struct pollfd p = {pidfd_, POLLIN, 0};
+      return ::poll(&p, 1, 0) > 0;
+    }
+    return pidComparable_ && ::kill(peerPid_, 0) == -1 && errno == ESRCH;
+  }
+
+  [[noreturn]] void throwClosed() const {
+    throw RemoteError(strprintf("rank %d (pid %d) closed its shm connection to rank %d while rank %d still "
+                                "needed it: the ranks ran different collectives, or rank %d was destroyed early",
+                                peer_, static_cast<int>(peerPid_), me_, me_, peer_));
+  }
+
+  ShmSegment recvSeg_, sendSeg_;
+  ShmFifoHeader* rx_;
+  ShmFifoHeader* tx_;
+  char* rxSlots_;
+  char* txSlots_;
+  size_t stride_, pieceBytes_;
+  uint64_t nslots_;
+  int me_, peer_;
+  pid_t peerPid_;
+  int pidfd_ = -1;
+  bool pidComparable_ = false;
+  // Sender side (local copies; the shared counters are touched once per message).
+  uint64_t txHead_ = 0, txTailCache_ = 0, txSlot_ = 0;
+  bool reserved_ = false;
+  // Receiver side.
+  uint64_t rxTail_ = 0, rxHeadCache_ = 0, rxSlot_ = 0;
+};
+
+}  // namespace
+}  // namespace shm
+
+std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& config, int peer, uint32_t tag) {
+  using namespace shm;
+  const int me = exchange.rank();
+  if (peer < 0 || peer >= exchange.size() || peer == me) {
+    throw InvalidArgument(strprintf("rank %d: no shm connection possible to rank %d of %d", me, peer,
+                                    exchange.size()));
+  }
+  if (config.pieceBytes == 0 || config.pieceBytes > (size_t{1} << 36) || config.nslots < 1 ||
+      config.nslots > (1 << 16)) {
+    throw InvalidArgument(strprintf("rank %d: shm needs 0 < STRATA_PIECE_BYTES <= 2^36 and 1 <= STRATA_NSLOTS <= "
+                                    "65536, got %zu and %d",
+                                    me, config.pieceBytes, config.nslots));
+  }
+  const uint32_t nslots = static_cast<uint32_t>(config.nslots);
+  const size_t bytes = fifoHeaderBytes() + fifoSlotStride(config.pieceBytes) * nslots;
+
+  // 1. The FIFO this rank receives on.
+  const std::string name = strprintf("/strata-%016llx-%d-%d-%u-%s", static_cast<unsigned long long>(exchange.commId()),
+                                     peer, me, tag, randomHex(16).c_str());
+  ShmSegment recvSeg = ShmSegment::create(name, bytes, me, peer);
+  auto* hdr = new (recvSeg.base()) ShmFifoHeader{};
+  hdr->magic = kFifoMagic;
+  hdr->version = kFifoVersion;
+  hdr->creatorPid = static_cast<int32_t>(getpid());
+  hdr->creatorPidNs = pidNamespaceId();
+  hdr->commId = exchange.commId();
+  hdr->pieceBytes = config.pieceBytes;
+  hdr->slotStride = fifoSlotStride(config.pieceBytes);
+  hdr->nslots = nslots;
+  hdr->receiverRank = me;
+  hdr->senderRank = peer;
+  hdr->tag = tag;
+
+  // 2. Swap names; map the peer's FIFO. A failure here is reported to the peer through the ack.
+  exchange.send(peer, tag, name.data(), name.size());
+  std::vector<uint8_t> peerNameBytes = exchange.recv(peer, tag);
+  const std::string peerName(peerNameBytes.begin(), peerNameBytes.end());
+  ShmSegment sendSeg;
+  std::exception_ptr failure;
+  std::string failureText;
+  try {
+    if (peerName.rfind("/strata-", 0) != 0 || peerName.find('/', 1) != std::string::npos) {
+      throw RemoteError(strprintf("rank %d: rank %d sent a malformed shm segment name", me, peer));
+    }
+    sendSeg = ShmSegment::open(peerName, bytes, me, peer);
+    const auto* ph = static_cast<const ShmFifoHeader*>(sendSeg.base());
+    if (ph->magic != kFifoMagic || ph->version != kFifoVersion || ph->commId != exchange.commId() ||
+        ph->receiverRank != peer || ph->senderRank != me || ph->tag != tag) {
+      throw RemoteError(strprintf("rank %d: shm segment %s from rank %d is not the FIFO of this connection", me,
+                                  peerName.c_str(), peer));
+    }
+    if (ph->pieceBytes != config.pieceBytes || ph->nslots != nslots) {
+      throw InvalidUsage(strprintf("rank %d has STRATA_PIECE_BYTES=%zu STRATA_NSLOTS=%u but rank %d has %llu and "
+                                   "%u: every rank needs the same settings",
+                                   me, config.pieceBytes, nslots, peer,
+                                   static_cast<unsigned long long>(ph->pieceBytes), ph->nslots));
+    }
+  } catch (const std::exception& e) {
+    failure = std::current_exception();
+    failureText = e.what();
+  }
+
+  // 3. Ack, then unlink the own segment: the peer has it mapped (or gave up), so the name is no longer needed.
+  std::string ack(1, static_cast<char>(failure ? kAckFailed : kAckMapped));
+  ack += failureText;
+  exchange.send(peer, tag, ack.data(), ack.size());
+  std::vector<uint8_t> peerAck = exchange.recv(peer, tag);
+  recvSeg.unlink();
+  if (failure) std::rethrow_exception(failure);
+  if (peerAck.empty() || peerAck[0] != kAckMapped) {
+    std::string why = peerAck.size() > 1 ? std::string(peerAck.begin() + 1, peerAck.end()) : "no reason given";
+    throw RemoteError(strprintf("rank %d: rank %d could not map the shm FIFO of rank %d: %s", me, peer, me,
+                                why.c_str()));
+  }
+
+  STRATA_INFO(kLogShm, "rank %d <-> rank %d: shm connection, %u slots of %zu bytes each way", me, peer, nslots,
+              config.pieceBytes);
+  return std::make_unique<ShmConnection>(std::move(recvSeg), std::move(sendSeg), me, peer, config.pieceBytes,
+                                         nslots);
+}
+
+}  // namespace strata

@@ -1,0 +1,62 @@
+// Layout of one shared-memory FIFO: a single-producer, single-consumer ring of `nslots` slots of
+// `pieceBytes` each, living in a POSIX shared-memory segment created (and owned) by the receiver.
+//
+//   [ShmFifoHeader][slot 0: ShmSlotHeader | payload][slot 1: ...]...
+//
+// The sender writes a message straight into the next free slot (so a fused reduce writes into the peer's
+// memory, one copy), fills the slot header, then publishes it by bumping `head` (release). The receiver
+// reads `head` (acquire), reads the payload in place and frees the slot by bumping `tail` (release).
+// `head` and `tail` live on their own cache-line pairs so the two sides never falsely share a line.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace strata::shm {
+
+inline constexpr uint64_t kFifoMagic = 0x5354524153484d31ull;  // "STRASHM1"
+inline constexpr uint32_t kFifoVersion = 1;
+// Two cache lines: adjacent-line prefetchers pull lines in pairs.
+inline constexpr size_t kLinePair = 128;
+inline constexpr size_t kSlotHeaderBytes = 64;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm FIFO counters must be lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shm FIFO flags must be lock-free");
+
+struct alignas(kLinePair) ShmFifoHeader {
+  // Written once by the creator (the receiving rank) before the segment's name is published.
+  uint64_t magic;
+  uint32_t version;
+  int32_t creatorPid;      // the receiving rank's process, for liveness checks
+  uint64_t creatorPidNs;   // inode of the creator's pid namespace: pids only compare within one
+  uint64_t commId;
+  uint64_t pieceBytes;
+  uint64_t slotStride;     // bytes from one slot to the next (64-byte multiple)
+  uint32_t nslots;
+  int32_t receiverRank;    // creator
+  int32_t senderRank;
+  uint32_t tag;
+
+  /// Messages committed so far (written by the sender only).
+  alignas(kLinePair) std::atomic<uint64_t> head;
+  /// Messages released so far (written by the receiver only).
+  alignas(kLinePair) std::atomic<uint64_t> tail;
+  /// Orderly-close flags: set by each side's destructor, read only on the slow (empty/full) paths.
+  alignas(kLinePair) std::atomic<uint32_t> senderClosed;
+  std::atomic<uint32_t> receiverClosed;
+};
+
+struct alignas(kSlotHeaderBytes) ShmSlotHeader {
+  uint64_t size;  // bytes in this message
+  uint64_t seq;   // message index, a cheap corruption check
+};
+static_assert(sizeof(ShmSlotHeader) == kSlotHeaderBytes);
+
+inline size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+inline size_t fifoSlotStride(size_t pieceBytes) { return kSlotHeaderBytes + roundUp(pieceBytes, 64); }
+inline size_t fifoHeaderBytes() { return roundUp(sizeof(ShmFifoHeader), kLinePair); }
+
+}  // namespace strata::shm

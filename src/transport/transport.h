@@ -1,0 +1,50 @@
+// The transport interface: one Connection per (communicator, peer), moving whole messages ("pieces")
+// whose sizes both sides already know from the plan. All calls are non-blocking; the executor polls.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace strata {
+
+class PeerExchange;
+struct Config;
+
+/// A bidirectional, ordered, message-based link to one peer. Each direction holds up to
+/// Config::nslots messages of at most Config::pieceBytes each.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  /// A buffer for the next outgoing message of `bytes` (<= pieceBytes), or nullptr while the peer's
+  /// receive side is full. The caller fills it, then calls sendCommit(bytes). At most one reservation is
+  /// outstanding per connection.
+  virtual void* trySendReserve(size_t bytes) = 0;
+  virtual void sendCommit(size_t bytes) = 0;
+
+  /// The next incoming message, or nullptr if it has not fully arrived. Throws InvalidUsage if the message
+  /// has another size than `bytes` (the ranks disagree about the operation) and RemoteError if the peer is
+  /// gone. The pointer stays valid until recvRelease().
+  virtual const void* tryRecvPeek(size_t bytes) = 0;
+  virtual void recvRelease() = 0;
+
+  /// Moves queued bytes (TCP). Returns true if anything moved. Throws RemoteError on a broken link.
+  virtual bool progress() = 0;
+  /// True when every committed message has left this process (safe to destroy without losing data).
+  virtual bool flushed() = 0;
+  /// Cheap liveness check called while a wait is stalled; throws RemoteError naming the peer if dead.
+  virtual void checkPeer() = 0;
+
+  virtual int peer() const = 0;
+  /// "shm" or "tcp".
+  virtual const char* kind() const = 0;
+};
+
+/// Creates the connection to `peer` for the communicator behind `exchange`. Collective between the
+/// two ranks: both call it (in any order relative to other pairs' setups). `tag` separates the setups of
+/// different connections between the same pair.
+std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& config, int peer, uint32_t tag);
+std::unique_ptr<Connection> connectTcp(PeerExchange& exchange, const Config& config, int peer, uint32_t tag);
+
+}  // namespace strata

@@ -1,0 +1,52 @@
+// Every STRATA_* environment variable, read once into one Config object that is passed down.
+// Tests build Configs directly, so two communicators in one process can run different settings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct Config {
+  /// STRATA_TIMEOUT_MS: deadline of every wait, in milliseconds. Default 600000 (10 minutes).
+  int64_t timeoutMs = 600000;
+  /// STRATA_TRANSPORT: auto | shm | tcp. auto = shm between ranks of one host, tcp between hosts;
+  /// tcp forces TCP everywhere (so both paths are testable on one machine). Default auto.
+  std::string transport = "auto";
+  /// STRATA_SOCKET_IFNAME: network interface whose address ranks advertise. Default: the interface
+  /// that routes to the bootstrap root, else the first non-loopback one, else loopback.
+  std::string socketIfname;
+  /// STRATA_HOSTID: overrides host identity (hostname + boot id); ranks with equal ids share a host.
+  std::string hostId;
+  /// STRATA_ALGO: forced algorithms per collective, e.g. "allreduce:ring,allgather:ring". Default none.
+  std::map<std::string, std::string> algo;
+  /// STRATA_PIECE_BYTES: size of one transport message (a FIFO slot). Default 131072 (128 KiB).
+  size_t pieceBytes = 128 * 1024;
+  /// STRATA_NSLOTS: slots per connection direction; a connection buffers nslots * pieceBytes. Default 8.
+  int nslots = 8;
+  /// STRATA_NSOCKS: TCP sockets per peer connection. Default 2.
+  int nsocks = 2;
+  /// STRATA_ONESHOT_MAX_BYTES: all-reduces up to this size on one host use the one-shot plan. Default 16384.
+  size_t oneShotMaxBytes = 16 * 1024;
+  /// STRATA_SPIN_US: how long a wait spins before yielding and then sleeping. Default 20.
+  int spinUs = 20;
+
+  /// Reads every variable from the environment; throws InvalidArgument naming a malformed one.
+  static Config fromEnv();
+  /// Bytes a connection direction can hold; plans keep each rank at most this far ahead of a peer.
+  size_t connectionCapacity() const { return pieceBytes * static_cast<size_t>(nslots); }
+
+  /// Name, current value and documentation of every variable (for strata-info and the README).
+  struct Entry {
+    std::string name, value, doc;
+  };
+  std::vector<Entry> describe() const;
+};
+
+/// Parses "coll:algo,coll:algo" into a map; throws InvalidArgument on a malformed item.
+std::map<std::string, std::string> parseAlgoSpec(const std::string& spec);
+
+}  // namespace strata

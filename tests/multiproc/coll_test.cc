@@ -1,0 +1,304 @@
+// Multi-process correctness test, run under strata-run: every collective x dtype x op x count, in place
+// and out of place, checked exactly against values every rank can compute for every other rank
+// (nccl-tests style: small integers whose sums and products are exact in every dtype).
+// Usage: strata_coll_test [--counts 0,1,7] [--colls allreduce,...] [--algos allreduce:ring;allreduce:oneshot]
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/reduce.h"
+#include "strata/strata.h"
+
+using strata::loadAsDouble;
+using strata::storeFromDouble;
+
+namespace {
+
+int gRank = 0, gSize = 1;
+long gFailures = 0, gChecks = 0;
+
+#define CHECK_OK(call)                                                                                    \
+  do {                                                                                                    \
+    strataResult_t r_ = (call);                                                                           \
+    if (r_ != strataSuccess) {                                                                            \
+      std::fprintf(stderr, "rank %d: %s failed: %s: %s\n", gRank, #call, strataGetErrorString(r_),       \
+                   strataGetLastError(nullptr));                                                          \
+      std::exit(1);                                                                                       \
+    }                                                                                                     \
+  } while (0)
+
+const strataDataType_t kTypes[] = {strataInt8,    strataUint8,   strataInt32,      strataUint32,
+                                   strataInt64,   strataUint64,  strataFloat16,    strataFloat32,
+                                   strataFloat64, strataBfloat16, strataFloat8e4m3, strataFloat8e5m2};
+bool isUnsigned(strataDataType_t t) { return t == strataUint8 || t == strataUint32 || t == strataUint64; }
+bool isFp8(strataDataType_t t) { return t == strataFloat8e4m3 || t == strataFloat8e5m2; }
+
+// Input of rank r at element i for an operator: small integers so every result is exact.
+double value(int op, strataDataType_t t, int r, size_t i) {
+  const long k = static_cast<long>((static_cast<size_t>(r) * 7 + i * 3) % 1000003);
+  switch (op) {
+    case strataProd:
+      if (isUnsigned(t)) return (static_cast<size_t>(r) == i % static_cast<size_t>(gSize)) ? 2 : 1;
+      return ((k % 3) == 0 ? -1.0 : 1.0) * ((static_cast<size_t>(r) == i % static_cast<size_t>(gSize)) ? 2 : 1);
+    case strataMax:
+    case strataMin:
+      return isUnsigned(t) ? double(k % 11) : double(k % 11 - 5);
+    default:  // sum, avg, premulsum
+      if (isUnsigned(t)) return double(k % 3);
+      if (isFp8(t)) return double(k % 3 - 1);
+      return double(k % 5 - 2);
+  }
+}
+
+double combine(int op, double a, double b) {
+  switch (op) {
+    case strataProd: return a * b;
+    case strataMax: return a > b ? a : b;
+    case strataMin: return a < b ? a : b;
+    default: return a + b;
+  }
+}
+
+// Reduction over ranks of element i (premul: multiply each input first; avg handled by caller).
+double reduced(int op, strataDataType_t t, size_t i, double premul) {
+  double acc = value(op, t, 0, i) * premul;
+  for (int r = 1; r < gSize; ++r) acc = combine(op, acc, value(op, t, r, i) * premul);
+  return acc;
+}
+
+struct Buffer {
+  std::vector<char> bytes;
+  strataDataType_t t;
+  Buffer(size_t n, strataDataType_t type) : bytes(n * strata::dtypeSize(type) + 64, 0), t(type) {}
+  void* at(size_t i) { return bytes.data() + i * strata::dtypeSize(t); }
+  double get(size_t i) const { return loadAsDouble(bytes.data(), i, t); }
+  void set(size_t i, double v) { storeFromDouble(bytes.data(), i, t, v); }
+};
+
+double tolerance(strataDataType_t t, int op) {
+  if (op != strataAvg) return 0;
+  switch (t) {
+    case strataFloat64: return 1e-12;
+    case strataFloat32: return 1e-5;
+    case strataFloat16: return 1e-2;
+    case strataBfloat16: return 5e-2;
+    case strataFloat8e4m3: case strataFloat8e5m2: return 0.5;
+    default: return 0;
+  }
+}
+
+void expect(const char* what, strataDataType_t t, int op, size_t count, bool inPlace, size_t i, double got,
+            double want) {
+  ++gChecks;
+  const double tol = tolerance(t, op);
+  const bool ok = (std::isnan(got) && std::isnan(want)) || std::fabs(got - want) <= tol;
+  if (!ok) {
+    if (gFailures < 20)
+      std::fprintf(stderr, "rank %d: %s %s op %d count %zu %s: element %zu is %g, expected %g\n", gRank, what,
+                   strata::dtypeName(t), op, count, inPlace ? "in-place" : "out-of-place", i, got, want);
+    ++gFailures;
+  }
+}
+
+double expectedReduction(int op, strataDataType_t t, size_t i, double premul) {
+  if (op == strataAvg) {
+    if (strata::dtypeIsFloat(t)) return reduced(strataSum, t, i, 1.0) / gSize;
+    const double s = reduced(strataSum, t, i, 1.0);
+    return std::trunc(s / gSize);
+  }
+  if (op >= strataNumOps) return reduced(strataSum, t, i, premul);
+  return reduced(op, t, i, 1.0);
+}
+
+int valueOp(int op) { return op >= strataNumOps ? strataSum : (op == strataAvg ? strataSum : op); }
+
+void testAllReduce(strataComm_t comm, strataDataType_t t, int op, strataRedOp_t rop, double premul, size_t count,
+                   bool inPlace) {
+  const int vop = valueOp(op);
+  Buffer send(count, t), recv(count, t);
+  for (size_t i = 0; i < count; ++i) send.set(i, value(vop, t, gRank, i));
+  Buffer orig = send;
+  Buffer& out = inPlace ? send : recv;
+  CHECK_OK(strataAllReduce(send.at(0), out.at(0), count, t, rop, comm, nullptr));
+  for (size_t i = 0; i < count; ++i) expect("allreduce", t, op, count, inPlace, i, out.get(i), expectedReduction(op, t, i, premul));
+  if (!inPlace && send.bytes != orig.bytes) expect("allreduce sendbuff changed", t, op, count, false, 0, 1, 0);
+}
+
+void testReduceScatter(strataComm_t comm, strataDataType_t t, int op, strataRedOp_t rop, double premul, size_t count,
+                       bool inPlace) {
+  const int vop = valueOp(op);
+  const size_t n = static_cast<size_t>(gSize), r = static_cast<size_t>(gRank);
+  Buffer send(n * count, t), recv(count, t);
+  for (size_t i = 0; i < n * count; ++i) send.set(i, value(vop, t, gRank, i));
+  Buffer orig = send;
+  void* out = inPlace ? send.at(r * count) : recv.at(0);
+  CHECK_OK(strataReduceScatter(send.at(0), out, count, t, rop, comm, nullptr));
+  for (size_t i = 0; i < count; ++i) {
+    const double got = inPlace ? send.get(r * count + i) : recv.get(i);
+    expect("reducescatter", t, op, count, inPlace, i, got, expectedReduction(op, t, r * count + i, premul));
+  }
+  if (!inPlace && send.bytes != orig.bytes) expect("reducescatter sendbuff changed", t, op, count, false, 0, 1, 0);
+}
+
+void testAllGather(strataComm_t comm, strataDataType_t t, size_t count, bool inPlace) {
+  const size_t n = static_cast<size_t>(gSize), r = static_cast<size_t>(gRank);
+  Buffer send(count, t), recv(n * count, t);
+  for (size_t i = 0; i < count; ++i) send.set(i, value(strataSum, t, gRank, i));
+  if (inPlace)
+    for (size_t i = 0; i < count; ++i) recv.set(r * count + i, value(strataSum, t, gRank, i));
+  const void* in = inPlace ? recv.at(r * count) : send.at(0);
+  CHECK_OK(strataAllGather(in, recv.at(0), count, t, comm, nullptr));
+  for (size_t j = 0; j < n; ++j)
+    for (size_t i = 0; i < count; ++i)
+      expect("allgather", t, -1, count, inPlace, j * count + i, recv.get(j * count + i),
+             value(strataSum, t, static_cast<int>(j), i));
+}
+
+void testBroadcast(strataComm_t comm, strataDataType_t t, size_t count, bool inPlace, int root) {
+  Buffer send(count, t), recv(count, t);
+  if (gRank == root)
+    for (size_t i = 0; i < count; ++i) send.set(i, value(strataSum, t, root, i));
+  Buffer& out = inPlace ? send : recv;
+  CHECK_OK(strataBroadcast(send.at(0), out.at(0), count, t, root, comm, nullptr));
+  for (size_t i = 0; i < count; ++i) expect("broadcast", t, -1, count, inPlace, i, out.get(i), value(strataSum, t, root, i));
+}
+
+void testReduce(strataComm_t comm, strataDataType_t t, int op, strataRedOp_t rop, double premul, size_t count,
+                bool inPlace, int root) {
+  const int vop = valueOp(op);
+  Buffer send(count, t), recv(count, t);
+  for (size_t i = 0; i < count; ++i) send.set(i, value(vop, t, gRank, i));
+  Buffer& out = inPlace ? send : recv;
+  CHECK_OK(strataReduce(send.at(0), out.at(0), count, t, rop, root, comm, nullptr));
+  if (gRank == root)
+    for (size_t i = 0; i < count; ++i) expect("reduce", t, op, count, inPlace, i, out.get(i), expectedReduction(op, t, i, premul));
+}
+
+void testAllToAll(strataComm_t comm, strataDataType_t t, size_t count, bool inPlace) {
+  const size_t n = static_cast<size_t>(gSize), r = static_cast<size_t>(gRank);
+  Buffer send(n * count, t), recv(n * count, t);
+  for (size_t i = 0; i < n * count; ++i) send.set(i, value(strataSum, t, gRank, i));
+  Buffer& out = inPlace ? send : recv;
+  CHECK_OK(strataAllToAll(send.at(0), out.at(0), count, t, comm, nullptr));
+  for (size_t j = 0; j < n; ++j)
+    for (size_t i = 0; i < count; ++i)
+      expect("alltoall", t, -1, count, inPlace, j * count + i, out.get(j * count + i),
+             value(strataSum, t, static_cast<int>(j), r * count + i));
+}
+
+void testSendRecv(strataComm_t comm, strataDataType_t t, size_t count) {
+  // Ring shift in one group, plus a self send/recv pair.
+  const int next = (gRank + 1) % gSize, prev = (gRank + gSize - 1) % gSize;
+  Buffer send(count, t), recv(count, t), self(count, t);
+  for (size_t i = 0; i < count; ++i) send.set(i, value(strataSum, t, gRank, i));
+  CHECK_OK(strataGroupStart());
+  CHECK_OK(strataSend(send.at(0), count, t, next, comm, nullptr));
+  CHECK_OK(strataRecv(recv.at(0), count, t, prev, comm, nullptr));
+  CHECK_OK(strataSend(send.at(0), count, t, gRank, comm, nullptr));
+  CHECK_OK(strataRecv(self.at(0), count, t, gRank, comm, nullptr));
+  CHECK_OK(strataGroupEnd());
+  for (size_t i = 0; i < count; ++i) {
+    expect("sendrecv", t, -1, count, false, i, recv.get(i), value(strataSum, t, prev, i));
+    expect("sendrecv self", t, -1, count, false, i, self.get(i), value(strataSum, t, gRank, i));
+  }
+}
+
+std::vector<std::string> splitList(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t c = s.find(sep, pos);
+    std::string item = s.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+    if (!item.empty()) out.push_back(item);
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  return out;
+}
+
+bool wanted(const std::vector<std::string>& colls, const char* name) {
+  if (colls.empty()) return true;
+  for (auto& c : colls)
+    if (c == name) return true;
+  return false;
+}
+
+void runAll(strataComm_t comm, const std::vector<size_t>& counts, const std::vector<std::string>& colls) {
+  for (size_t count : counts) {
+    const bool big = count > 100000;
+    for (strataDataType_t t : kTypes) {
+      for (int inPlace = 0; inPlace < 2; ++inPlace) {
+        for (int op = 0; op <= strataNumOps; ++op) {
+          // op == strataNumOps: a pre-multiplied sum with scalar 2.
+          strataRedOp_t rop = static_cast<strataRedOp_t>(op);
+          double premul = 1.0;
+          if (op == strataNumOps) {
+            premul = 2.0;
+            Buffer scalar(1, t);
+            scalar.set(0, 2.0);
+            CHECK_OK(strataRedOpCreatePreMulSum(&rop, scalar.at(0), t, strataScalarHostImmediate, comm));
+          }
+          if (wanted(colls, "allreduce")) testAllReduce(comm, t, op, rop, premul, count, inPlace);
+          if (wanted(colls, "reducescatter")) testReduceScatter(comm, t, op, rop, premul, count, inPlace);
+          if (wanted(colls, "reduce")) testReduce(comm, t, op, rop, premul, count, inPlace, (gSize - 1) / 2);
+          if (op == strataNumOps) CHECK_OK(strataRedOpDestroy(rop, comm));
+          if (big && op >= 1) break;  // large counts: sum and one other op keep the suite fast
+        }
+        if (wanted(colls, "allgather")) testAllGather(comm, t, count, inPlace);
+        if (wanted(colls, "broadcast")) testBroadcast(comm, t, count, inPlace, gSize - 1);
+        if (wanted(colls, "alltoall")) testAllToAll(comm, t, count, inPlace);
+      }
+      if (wanted(colls, "sendrecv")) testSendRecv(comm, t, count);
+    }
+    if (wanted(colls, "barrier")) CHECK_OK(strataBarrier(comm, nullptr));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<size_t> counts = {0, 1, 7, 1023, 1048576 + 3};
+  std::vector<std::string> colls;
+  std::vector<std::string> algos = {""};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--counts" && i + 1 < argc) {
+      counts.clear();
+      for (auto& c : splitList(argv[++i], ',')) counts.push_back(std::strtoull(c.c_str(), nullptr, 10));
+    } else if (a == "--colls" && i + 1 < argc) {
+      colls = splitList(argv[++i], ',');
+    } else if (a == "--algos" && i + 1 < argc) {
+      algos = splitList(argv[++i], ';');
+    } else {
+      std::fprintf(stderr, "usage: %s [--counts a,b] [--colls x,y] [--algos 'allreduce:ring;allreduce:oneshot']\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  strataComm_t world;
+  CHECK_OK(strataCommInitFromEnv(&world));
+  CHECK_OK(strataCommUserRank(world, &gRank));
+  CHECK_OK(strataCommCount(world, &gSize));
+  for (const std::string& algo : algos) {
+    strataComm_t comm = world;
+    if (!algo.empty()) {
+      // A communicator per forced algorithm: the id travels over the world communicator.
+      setenv("STRATA_ALGO", algo.c_str(), 1);
+      strataUniqueId id;
+      if (gRank == 0) CHECK_OK(strataGetUniqueId(&id));
+      CHECK_OK(strataBroadcast(&id, &id, sizeof(id), strataUint8, 0, world, nullptr));
+      CHECK_OK(strataCommInitRank(&comm, gSize, id, gRank));
+    }
+    runAll(comm, counts, colls);
+    if (comm != world) CHECK_OK(strataCommDestroy(comm));
+  }
+  // Everyone learns the total number of failures.
+  long total[2] = {gFailures, gChecks};
+  CHECK_OK(strataAllReduce(total, total, 2, strataInt64, strataSum, world, nullptr));
+  CHECK_OK(strataCommDestroy(world));
+  if (gRank == 0) std::printf("strata_coll_test: %d ranks, %ld checks, %ld wrong\n", gSize, total[1], total[0]);
+  return total[0] == 0 ? 0 : 1;
+}

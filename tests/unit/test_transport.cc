@@ -1,0 +1,796 @@
+// Tests of the shm and tcp transports: two ranks as two threads (an in-process PeerExchange), or as two
+// processes (a socketpair PeerExchange) where a rank must really die.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "bootstrap/peer_exchange.h"
+#include "transport/tcp/tcp_auth.h"
+#include "transport/tcp/tcp_socket.h"
+#include "transport/transport.h"
+#include "util/config.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kHangGuard = std::chrono::seconds(60);  // only turns a hang into a failure; never timing
+
+uint64_t freshCommId() {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t base = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ static_cast<uint64_t>(getpid());
+  return base + (++counter << 20);
+}
+
+std::string commHex(uint64_t commId) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(commId));
+  return buf;
+}
+
+// Names in /dev/shm that belong to a communicator.
+std::vector<std::string> shmFilesOf(uint64_t commId) {
+  std::vector<std::string> out;
+  const std::string hex = commHex(commId);
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.find("strata") != std::string::npos && name.find(hex) != std::string::npos) out.push_back(name);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// ---- an in-process PeerExchange: ranks are threads --------------------------------------------------
+
+struct Hub {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::tuple<int, int, uint32_t>, std::deque<std::vector<uint8_t>>> boxes;  // (from, to, tag)
+  /// Runs inside send(), before the message is delivered.
+  std::function<void(int from, int to, uint32_t tag, const std::vector<uint8_t>&)> onSend;
+  uint64_t commId = freshCommId();
+};
+
+class InProcessExchange : public PeerExchange {
+ public:
+  InProcessExchange(Hub& hub, int rank, int size, uint8_t secretByte = 7, std::string address = "127.0.0.1")
+      : hub_(hub), rank_(rank), size_(size), address_(std::move(address)) {
+    for (size_t i = 0; i < secret_.size(); ++i) secret_[i] = static_cast<uint8_t>(secretByte + i);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void send(int peer, uint32_t tag, const void* data, size_t len) override {
+    std::vector<uint8_t> msg(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + len);
+    if (hub_.onSend) hub_.onSend(rank_, peer, tag, msg);
+    std::lock_guard<std::mutex> lk(hub_.mu);
+    hub_.boxes[{rank_, peer, tag}].push_back(std::move(msg));
+    hub_.cv.notify_all();
+  }
+  std::vector<uint8_t> recv(int peer, uint32_t tag) override {
+    std::unique_lock<std::mutex> lk(hub_.mu);
+    auto& box = hub_.boxes[{peer, rank_, tag}];
+    if (!hub_.cv.wait_for(lk, std::chrono::seconds(20), [&] { return !box.empty(); })) {
+      throw TimeoutError(strprintf("test exchange: rank %d waited for rank %d tag %u", rank_, peer, tag));
+    }
+    auto msg = std::move(box.front());
+    box.pop_front();
+    return msg;
+  }
+  /// Test-only: a message if one is there.
+  bool tryRecv(int peer, uint32_t tag) {
+    std::lock_guard<std::mutex> lk(hub_.mu);
+    auto& box = hub_.boxes[{peer, rank_, tag}];
+    if (box.empty()) return false;
+    box.pop_front();
+    return true;
+  }
+  const std::array<uint8_t, 16>& secret() const override { return secret_; }
+  std::string localAddress() const override { return address_; }
+  uint64_t commId() const override { return hub_.commId; }
+
+ private:
+  Hub& hub_;
+  int rank_, size_;
+  std::string address_;
+  std::array<uint8_t, 16> secret_{};
+};
+
+// ---- a PeerExchange over a socketpair: ranks are processes ------------------------------------------
+
+class SocketPairExchange : public PeerExchange {
+ public:
+  SocketPairExchange(int fd, int rank, uint64_t commId) : fd_(fd), rank_(rank), commId_(commId) {
+    secret_.fill(42);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return 2; }
+  void send(int, uint32_t tag, const void* data, size_t len) override {
+    uint32_t hdr[2] = {tag, static_cast<uint32_t>(len)};
+    writeAll(hdr, sizeof(hdr));
+    writeAll(data, len);
+  }
+  std::vector<uint8_t> recv(int, uint32_t tag) override {
+    while (pending_[tag].empty()) {
+      uint32_t hdr[2];
+      readAll(hdr, sizeof(hdr));
+      std::vector<uint8_t> msg(hdr[1]);
+      readAll(msg.data(), msg.size());
+      pending_[hdr[0]].push_back(std::move(msg));
+    }
+    auto msg = std::move(pending_[tag].front());
+    pending_[tag].pop_front();
+    return msg;
+  }
+  const std::array<uint8_t, 16>& secret() const override { return secret_; }
+  std::string localAddress() const override { return "127.0.0.1"; }
+  uint64_t commId() const override { return commId_; }
+
+ private:
+  void writeAll(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      ssize_t r = ::write(fd_, c, n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) throw RemoteError("test exchange: write failed");
+      c += r;
+      n -= static_cast<size_t>(r);
+    }
+  }
+  void readAll(void* p, size_t n) {
+    char* c = static_cast<char*>(p);
+    while (n > 0) {
+      pollfd pfd{fd_, POLLIN, 0};
+      if (::poll(&pfd, 1, 20000) == 0) throw TimeoutError("test exchange: no message from the other process");
+      ssize_t r = ::read(fd_, c, n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) throw RemoteError("test exchange: the other process is gone");
+      c += r;
+      n -= static_cast<size_t>(r);
+    }
+  }
+  int fd_, rank_;
+  uint64_t commId_;
+  std::array<uint8_t, 16> secret_{};
+  std::map<uint32_t, std::deque<std::vector<uint8_t>>> pending_;
+};
+
+// ---- helpers ------------------------------------------------------------------------------------------
+
+// Runs body(rank) on two threads; reports each rank's exception as a failure.
+void runPair(const std::function<void(int)>& body) {
+  std::string errors[2];
+  std::thread threads[2];
+  for (int r = 0; r < 2; ++r) {
+    threads[r] = std::thread([&, r] {
+      try {
+        body(r);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+void checkNotStuck(Clock::time_point start, const char* what) {
+  if (Clock::now() - start > kHangGuard) throw std::runtime_error(std::string("stuck: ") + what);
+}
+
+std::unique_ptr<Connection> connect(const std::string& kind, PeerExchange& ex, const Config& cfg, int peer,
+                                    uint32_t tag = 1) {
+  return kind == "shm" ? connectShm(ex, cfg, peer, tag) : connectTcp(ex, cfg, peer, tag);
+}
+
+uint8_t patternByte(int sender, uint64_t msg, size_t i) {
+  return static_cast<uint8_t>(sender * 97 + msg * 131 + i * 7 + (i >> 8));
+}
+size_t messageSize(uint64_t k, size_t pieceBytes) {
+  if (k % 7 == 0) return pieceBytes;
+  if (k % 11 == 0) return 1;
+  uint64_t h = (k + 1) * 0x9e3779b97f4a7c15ull;
+  return 1 + static_cast<size_t>((h >> 17) % pieceBytes);
+}
+
+// Polls until a message of `bytes` arrives; returns it (not yet released).
+const void* recvBlocking(Connection& c, size_t bytes) {
+  const auto start = Clock::now();
+  while (true) {
+    if (const void* p = c.tryRecvPeek(bytes)) return p;
+    c.progress();
+    checkNotStuck(start, "receiving");
+    std::this_thread::yield();
+  }
+}
+
+void sendBlocking(Connection& c, const void* data, size_t bytes) {
+  const auto start = Clock::now();
+  while (true) {
+    if (void* p = c.trySendReserve(bytes)) {
+      std::memcpy(p, data, bytes);
+      c.sendCommit(bytes);
+      return;
+    }
+    c.progress();
+    checkNotStuck(start, "sending");
+    std::this_thread::yield();
+  }
+}
+
+void flushBlocking(Connection& c) {
+  const auto start = Clock::now();
+  while (!c.flushed()) {
+    c.progress();
+    checkNotStuck(start, "flushing");
+    std::this_thread::yield();
+  }
+}
+
+// A barrier over the exchange (tag 999).
+void exchangeBarrier(PeerExchange& ex, int peer) {
+  uint8_t b = 1;
+  ex.send(peer, 999, &b, 1);
+  ex.recv(peer, 999);
+}
+
+// ---- parameterized over transports --------------------------------------------------------------------
+
+struct TransportCase {
+  std::string kind;
+  int nsocks;
+  int nslots;
+  size_t pieceBytes;
+};
+
+void PrintTo(const TransportCase& c, std::ostream* os) {
+  *os << c.kind << " nsocks=" << c.nsocks << " nslots=" << c.nslots << " pieceBytes=" << c.pieceBytes;
+}
+
+std::string caseName(const testing::TestParamInfo<TransportCase>& info) {
+  const auto& c = info.param;
+  return c.kind + "_socks" + std::to_string(c.nsocks) + "_slots" + std::to_string(c.nslots) + "_piece" +
+         std::to_string(c.pieceBytes);
+}
+
+class TransportTest : public testing::TestWithParam<TransportCase> {
+ protected:
+  Config config() const {
+    Config c;
+    c.nsocks = GetParam().nsocks;
+    c.nslots = GetParam().nslots;
+    c.pieceBytes = GetParam().pieceBytes;
+    c.timeoutMs = 20000;
+    return c;
+  }
+};
+
+// Both directions at once, many messages of sizes 1 .. pieceBytes, checked for content and order.
+TEST_P(TransportTest, StreamsBothWaysInOrder) {
+  Hub hub;
+  const Config cfg = config();
+  const uint64_t n = 3000;
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2);
+    const int peer = 1 - rank;
+    auto conn = connect(GetParam().kind, ex, cfg, peer);
+    EXPECT_EQ(conn->peer(), peer);
+    EXPECT_STREQ(conn->kind(), GetParam().kind.c_str());
+    uint64_t sent = 0, received = 0;
+    const auto start = Clock::now();
+    while (sent < n || received < n) {
+      if (sent < n) {
+        const size_t size = messageSize(sent, cfg.pieceBytes);
+        if (auto* p = static_cast<uint8_t*>(conn->trySendReserve(size))) {
+          for (size_t i = 0; i < size; ++i) p[i] = patternByte(rank, sent, i);
+          conn->sendCommit(size);
+          ++sent;
+        }
+      }
+      if (received < n) {
+        const size_t size = messageSize(received, cfg.pieceBytes);
+        if (auto* p = static_cast<const uint8_t*>(conn->tryRecvPeek(size))) {
+          EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << "payloads are 64-byte aligned";
+          size_t bad = size;
+          for (size_t i = 0; i < size && bad == size; ++i) {
+            if (p[i] != patternByte(peer, received, i)) bad = i;
+          }
+          if (bad != size) throw std::runtime_error(strprintf("message %llu differs at byte %zu",
+                                                              static_cast<unsigned long long>(received), bad));
+          conn->recvRelease();
+          ++received;
+        }
+      }
+      conn->progress();
+      checkNotStuck(start, "streaming");
+    }
+    flushBlocking(*conn);
+    EXPECT_NO_THROW(conn->checkPeer());
+    exchangeBarrier(ex, peer);
+  });
+}
+
+// With a receiver that reads nothing, exactly nslots messages fit (tcp: at least nslots, the kernel buffers
+// hold more). The receiver then gets all of them.
+TEST_P(TransportTest, SenderCanCommitNslotsAheadOfTheReceiver) {
+  Hub hub;
+  const Config cfg = config();
+  const bool isShm = GetParam().kind == "shm";
+  std::atomic<int> committed{0};
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2);
+    auto conn = connect(GetParam().kind, ex, cfg, 1 - rank);
+    if (rank == 0) {
+      int count = 0;
+      const int limit = 4 * cfg.nslots + 8;
+      while (count < limit) {
+        auto* p = static_cast<uint8_t*>(conn->trySendReserve(cfg.pieceBytes));
+        if (!p) {
+          conn->progress();
+          p = static_cast<uint8_t*>(conn->trySendReserve(cfg.pieceBytes));
+          if (!p) break;
+        }
+        std::memset(p, count + 1, cfg.pieceBytes);
+        conn->sendCommit(cfg.pieceBytes);
+        ++count;
+      }
+      if (isShm) {
+        EXPECT_EQ(count, cfg.nslots);
+      } else {
+        EXPECT_GE(count, cfg.nslots);
+      }
+      committed = count;
+      uint8_t b = 1;
+      ex.send(1, 5, &b, 1);
+      // Keep the bytes moving until the receiver has them all.
+      const auto start = Clock::now();
+      while (!ex.tryRecv(1, 6)) {
+        conn->progress();
+        checkNotStuck(start, "waiting for the receiver");
+        std::this_thread::yield();
+      }
+    } else {
+      ex.recv(0, 5);
+      for (int k = 0; k < committed; ++k) {
+        auto* p = static_cast<const uint8_t*>(recvBlocking(*conn, cfg.pieceBytes));
+        EXPECT_EQ(p[0], static_cast<uint8_t>(k + 1));
+        EXPECT_EQ(p[cfg.pieceBytes - 1], static_cast<uint8_t>(k + 1));
+        conn->recvRelease();
+      }
+      uint8_t b = 1;
+      ex.send(0, 6, &b, 1);
+    }
+  });
+}
+
+// A message of another size than expected is a usage error that names both ranks and both sizes, and
+// leaves the message in place.
+TEST_P(TransportTest, SizeMismatchIsInvalidUsage) {
+  Hub hub;
+  const Config cfg = config();
+  const size_t sent = std::min<size_t>(100, cfg.pieceBytes), expected = sent + 1;
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2);
+    auto conn = connect(GetParam().kind, ex, cfg, 1 - rank);
+    if (rank == 1) {
+      std::vector<uint8_t> data(sent, 3);
+      sendBlocking(*conn, data.data(), data.size());
+      flushBlocking(*conn);
+    } else {
+      const auto start = Clock::now();
+      bool threw = false;
+      while (!threw) {
+        try {
+          if (conn->tryRecvPeek(expected)) break;
+        } catch (const InvalidUsage& e) {
+          threw = true;
+          EXPECT_NE(std::string(e.what()).find(strprintf("rank 0 expected a %zu-byte message from rank 1 but got %zu "
+                                                         "bytes",
+                                                         expected, sent)),
+                    std::string::npos)
+              << e.what();
+        }
+        conn->progress();
+        checkNotStuck(start, "waiting for the mismatch");
+      }
+      EXPECT_TRUE(threw);
+      auto* p = static_cast<const uint8_t*>(conn->tryRecvPeek(sent));
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(p[0], 3);
+      conn->recvRelease();
+    }
+    exchangeBarrier(ex, 1 - rank);
+  });
+}
+
+// A peer that sends and then closes its end: what it sent arrives, then the next receive fails with a
+// RemoteError naming it.
+TEST_P(TransportTest, OrderlyCloseDeliversThenFails) {
+  Hub hub;
+  const Config cfg = config();
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2);
+    auto conn = connect(GetParam().kind, ex, cfg, 1 - rank);
+    // Rank 0 reads only after the close, so send no more than fits.
+    const uint64_t count = std::min(2, cfg.nslots);
+    if (rank == 1) {
+      for (uint64_t v = 11; v < 11 + count; ++v) sendBlocking(*conn, &v, sizeof(v));
+      conn.reset();
+      exchangeBarrier(ex, 0);
+    } else {
+      exchangeBarrier(ex, 1);
+      for (uint64_t want = 11; want < 11 + count; ++want) {
+        uint64_t got = 0;
+        std::memcpy(&got, recvBlocking(*conn, sizeof(got)), sizeof(got));
+        EXPECT_EQ(got, want);
+        conn->recvRelease();
+      }
+      try {
+        recvBlocking(*conn, 8);
+        ADD_FAILURE() << "receiving from a closed peer succeeded";
+      } catch (const RemoteError& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+      }
+      EXPECT_THROW(conn->checkPeer(), RemoteError);
+    }
+  });
+}
+
+// Connections of one pair with different tags do not mix.
+TEST_P(TransportTest, TagsSeparateConnections) {
+  Hub hub;
+  const Config cfg = config();
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2);
+    auto a = connect(GetParam().kind, ex, cfg, 1 - rank, 10);
+    auto b = connect(GetParam().kind, ex, cfg, 1 - rank, 20);
+    uint32_t va = 100 + rank, vb = 200 + rank;
+    sendBlocking(*a, &va, 4);
+    sendBlocking(*b, &vb, 4);
+    uint32_t got = 0;
+    std::memcpy(&got, recvBlocking(*b, 4), 4);
+    EXPECT_EQ(got, 200u + (1 - rank));
+    b->recvRelease();
+    std::memcpy(&got, recvBlocking(*a, 4), 4);
+    EXPECT_EQ(got, 100u + (1 - rank));
+    a->recvRelease();
+    flushBlocking(*a);
+    flushBlocking(*b);
+    exchangeBarrier(ex, 1 - rank);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
+                         testing::Values(TransportCase{"shm", 1, 4, 4096}, TransportCase{"shm", 1, 3, 3001},
+                                         TransportCase{"shm", 1, 1, 64}, TransportCase{"tcp", 1, 4, 4096},
+                                         TransportCase{"tcp", 3, 4, 4096}, TransportCase{"tcp", 3, 2, 3001},
+                                         TransportCase{"tcp", 2, 1, 64}),
+                         caseName);
+
+// ---- shm specifics --------------------------------------------------------------------------------------
+
+// Segments are 0600 while they exist, and nothing is left in /dev/shm once the connection is set up.
+TEST(ShmTransport, SegmentsArePrivateAndUnlinkedAfterSetup) {
+  Hub hub;
+  std::mutex mu;
+  std::vector<std::string> names;
+  std::vector<unsigned> modes;
+  hub.onSend = [&](int, int, uint32_t, const std::vector<uint8_t>& msg) {
+    std::string name(msg.begin(), msg.end());
+    if (name.rfind("/strata-", 0) != 0) return;
+    int fd = shm_open(name.c_str(), O_RDONLY, 0);
+    std::lock_guard<std::mutex> lk(mu);
+    names.push_back(name);
+    if (fd < 0) {
+      modes.push_back(~0u);
+      return;
+    }
+    struct stat st;
+    modes.push_back(fstat(fd, &st) == 0 ? static_cast<unsigned>(st.st_mode & 0777) : ~0u);
+    close(fd);
+  };
+  Config cfg;
+  cfg.pieceBytes = 8192;
+  cfg.nslots = 2;
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2);
+    auto conn = connectShm(ex, cfg, 1 - rank, 3);
+    exchangeBarrier(ex, 1 - rank);
+    if (rank == 0) {
+      EXPECT_EQ(shmFilesOf(hub.commId), std::vector<std::string>{});
+    }
+    exchangeBarrier(ex, 1 - rank);
+  });
+  ASSERT_EQ(names.size(), 2u);
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(modes[i], 0600u) << names[i];
+    EXPECT_NE(names[i].find(commHex(hub.commId)), std::string::npos) << names[i];
+  }
+  EXPECT_NE(names[0], names[1]);
+  EXPECT_EQ(shmFilesOf(hub.commId), std::vector<std::string>{});
+}
+
+// A failed setup (ranks disagree on the piece size) fails on both ranks and leaves no segment behind.
+TEST(ShmTransport, MismatchedSettingsFailBothRanksAndCleanUp) {
+  Hub hub;
+  std::string errors[2];
+  std::thread threads[2];
+  for (int r = 0; r < 2; ++r) {
+    threads[r] = std::thread([&, r] {
+      InProcessExchange ex(hub, r, 2);
+      Config cfg;
+      cfg.pieceBytes = r == 0 ? 4096 : 8192;
+      cfg.nslots = 2;
+      try {
+        connectShm(ex, cfg, 1 - r, 1);
+      } catch (const InvalidUsage& e) {
+        errors[r] = e.what();
+      } catch (const std::exception& e) {
+        errors[r] = std::string("wrong exception type: ") + e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("STRATA_PIECE_BYTES"), std::string::npos) << "rank " << r << ": " << errors[r];
+  }
+  EXPECT_EQ(shmFilesOf(hub.commId), std::vector<std::string>{});
+}
+
+// A peer process that dies without closing: its last message is still readable (it lives in our segment),
+// then checkPeer reports the death, naming the rank.
+TEST(ShmTransport, DeadPeerProcessIsRemoteError) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  const uint64_t commId = freshCommId();
+  Config cfg;
+  cfg.pieceBytes = 4096;
+  cfg.nslots = 4;
+  cfg.timeoutMs = 20000;
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(sv[0]);
+    int rc = 1;
+    try {
+      SocketPairExchange ex(sv[1], 1, commId);
+      auto conn = connectShm(ex, cfg, 0, 1);
+      uint32_t v = 77;
+      void* p = conn->trySendReserve(4);
+      if (p) {
+        std::memcpy(p, &v, 4);
+        conn->sendCommit(4);
+        rc = 0;
+      }
+      _exit(rc);  // abruptly: no destructor, no closed flag
+    } catch (...) {
+    }
+    _exit(rc);
+  }
+  close(sv[1]);
+  SocketPairExchange ex(sv[0], 0, commId);
+  std::unique_ptr<Connection> conn;
+  ASSERT_NO_THROW(conn = connectShm(ex, cfg, 1, 1));
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  close(sv[0]);
+  EXPECT_EQ(shmFilesOf(commId), std::vector<std::string>{});
+
+  auto* p = static_cast<const uint32_t*>(conn->tryRecvPeek(4));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(*p, 77u);
+  conn->recvRelease();
+  try {
+    conn->checkPeer();
+    ADD_FAILURE() << "checkPeer did not notice the dead peer";
+  } catch (const RemoteError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("exited"), std::string::npos) << e.what();
+  }
+}
+
+// ---- tcp specifics --------------------------------------------------------------------------------------
+
+TEST(TcpTransport, SipHashMatchesReferenceVectors) {
+  std::array<uint8_t, 16> key;
+  for (int i = 0; i < 16; ++i) key[i] = static_cast<uint8_t>(i);
+  uint8_t msg[64];
+  for (int i = 0; i < 64; ++i) msg[i] = static_cast<uint8_t>(i);
+  // From the SipHash paper's reference implementation (vectors.h).
+  EXPECT_EQ(tcp::sipHash24Tcp(key, msg, 0), 0x726fdb47dd0e0e31ull);
+  EXPECT_EQ(tcp::sipHash24Tcp(key, msg, 1), 0x74f839c593dc67fdull);
+  EXPECT_EQ(tcp::sipHash24Tcp(key, msg, 8), 0x93f5f5799a932462ull);
+  EXPECT_EQ(tcp::sipHash24Tcp(key, msg, 15), 0xa129ca6149be45e5ull);
+}
+
+// Sockets that do not answer the challenge with this job's MAC are closed; the real peer still connects.
+TEST(TcpTransport, UnauthenticatedSocketsAreRefused) {
+  Hub hub;
+  std::vector<int> intruders;
+  std::thread impostor;
+  hub.onSend = [&](int from, int, uint32_t tag, const std::vector<uint8_t>& msg) {
+    if (from != 1 || tag != 1 || !intruders.empty()) return;
+    const auto addr = tcp::parseHostPort(std::string(msg.begin(), msg.end()));
+    // One sends garbage, one a well-formed hello under a wrong key, one nothing at all.
+    for (int i = 0; i < 3; ++i) {
+      int fd = socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+      ASSERT_GE(fd, 0);
+      ASSERT_EQ(::connect(fd, addr.sa(), addr.len), 0);
+      timeval tv{20, 0};
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      intruders.push_back(fd);
+    }
+    std::vector<uint8_t> garbage(sizeof(tcp::Hello), 'x');
+    ASSERT_EQ(::send(intruders[0], garbage.data(), garbage.size(), MSG_NOSIGNAL), ssize_t(garbage.size()));
+    // The listener challenges only once it accepts, after this hook returns: answer from a thread.
+    impostor = std::thread([&hub, fd = intruders[1]] {
+      uint8_t challenge[tcp::kChallengeBytes];
+      if (::recv(fd, challenge, sizeof(challenge), MSG_WAITALL) != ssize_t(sizeof(challenge))) return;
+      tcp::Hello h{};
+      h.magic = tcp::kHelloMagic;
+      h.commId = hub.commId;
+      h.fromRank = 0;
+      h.toRank = 1;
+      h.tag = 1;
+      h.sockIndex = 0;
+      h.nsocks = 2;
+      h.nslots = 4;
+      h.pieceBytes = 1024;
+      std::array<uint8_t, 16> wrongKey;
+      wrongKey.fill(0xee);
+      h.mac = tcp::helloMac(wrongKey, challenge, h);
+      (void)::send(fd, &h, sizeof(h), MSG_NOSIGNAL);  // best effort: setup may already be over
+    });
+  };
+  Config cfg;
+  cfg.nsocks = 2;
+  cfg.nslots = 4;
+  cfg.pieceBytes = 1024;
+  cfg.timeoutMs = 20000;
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2);
+    auto conn = connectTcp(ex, cfg, 1 - rank, 1);
+    for (uint32_t k = 0; k < 10; ++k) {
+      uint32_t v = k * 10 + rank;
+      sendBlocking(*conn, &v, 4);
+    }
+    for (uint32_t k = 0; k < 10; ++k) {
+      uint32_t got = 0;
+      std::memcpy(&got, recvBlocking(*conn, 4), 4);
+      EXPECT_EQ(got, k * 10 + (1 - rank));
+      conn->recvRelease();
+    }
+    flushBlocking(*conn);
+    exchangeBarrier(ex, 1 - rank);
+  });
+  if (impostor.joinable()) impostor.join();
+  ASSERT_EQ(intruders.size(), 3u);
+  // Each intruder got at most the challenge, then its socket was closed by the listener.
+  for (size_t i = 0; i < intruders.size(); ++i) {
+    char buf[256];
+    size_t total = 0;
+    ssize_t r;
+    while ((r = ::recv(intruders[i], buf, sizeof(buf), 0)) > 0) total += static_cast<size_t>(r);
+    EXPECT_TRUE(r == 0 || (r < 0 && errno == ECONNRESET)) << "intruder " << i << ": " << strerror(errno);
+    EXPECT_LE(total, tcp::kChallengeBytes) << "intruder " << i;
+    close(intruders[i]);
+  }
+}
+
+// Two ranks with different secrets never connect: both fail (no hang, no connection).
+TEST(TcpTransport, WrongSecretFailsSetup) {
+  Hub hub;
+  Config cfg;
+  cfg.nsocks = 1;
+  cfg.timeoutMs = 1500;
+  std::string errors[2];
+  std::thread threads[2];
+  for (int r = 0; r < 2; ++r) {
+    threads[r] = std::thread([&, r] {
+      InProcessExchange ex(hub, r, 2, r == 0 ? 1 : 2);
+      try {
+        connectTcp(ex, cfg, 1 - r, 1);
+        errors[r] = "connected";
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_NE(errors[1].find("wrong MAC"), std::string::npos) << errors[1];  // the listener
+  EXPECT_NE(errors[0].find("refused"), std::string::npos) << errors[0];    // the connecting rank
+}
+
+// A peer process that dies: its sockets close and the next receive is a RemoteError naming it.
+TEST(TcpTransport, DeadPeerProcessIsRemoteError) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  const uint64_t commId = freshCommId();
+  Config cfg;
+  cfg.nsocks = 3;
+  cfg.pieceBytes = 4096;
+  cfg.timeoutMs = 20000;
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(sv[0]);
+    try {
+      SocketPairExchange ex(sv[1], 1, commId);
+      auto conn = connectTcp(ex, cfg, 0, 1);
+      _exit(0);  // abruptly: the kernel closes the sockets
+    } catch (...) {
+    }
+    _exit(1);
+  }
+  close(sv[1]);
+  SocketPairExchange ex(sv[0], 0, commId);
+  std::unique_ptr<Connection> conn;
+  ASSERT_NO_THROW(conn = connectTcp(ex, cfg, 1, 1));
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  close(sv[0]);
+  try {
+    recvBlocking(*conn, 16);
+    ADD_FAILURE() << "received from a dead peer";
+  } catch (const RemoteError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("closed"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(conn->checkPeer(), RemoteError);
+}
+
+// IPv6 loopback, where the machine has one.
+TEST(TcpTransport, WorksOverIpv6) {
+  int probe = socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool ok = probe >= 0 && bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  if (probe >= 0) close(probe);
+  if (!ok) GTEST_SKIP() << "no IPv6 loopback here";
+  Hub hub;
+  Config cfg;
+  cfg.nsocks = 2;
+  cfg.pieceBytes = 256;
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2, 7, "::1");
+    auto conn = connectTcp(ex, cfg, 1 - rank, 1);
+    for (uint32_t k = 0; k < 5; ++k) sendBlocking(*conn, &k, 4);
+    for (uint32_t k = 0; k < 5; ++k) {
+      uint32_t got = 0;
+      std::memcpy(&got, recvBlocking(*conn, 4), 4);
+      EXPECT_EQ(got, k);
+      conn->recvRelease();
+    }
+    flushBlocking(*conn);
+    exchangeBarrier(ex, 1 - rank);
+  });
+}
+
+}  // namespace
+}  // namespace strata

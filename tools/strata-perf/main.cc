@@ -1,0 +1,607 @@
+// strata-perf: nccl-tests for Strata. Same options, same sizes, same table, through the public C API only,
+// so its numbers compare line by line with all_reduce_perf & co. Every rank starts from the launcher's
+// environment (strata-run, torchrun, mpirun, srun); rank 0 prints.
+//
+// Per size and per mode (out of place, then in place): the check runs (inputs every type holds exactly,
+// every element of the result compared), the warm-up runs, then the timed runs. Each timed run is
+// measured on its own; a row reports the median, and the slowest rank's median, as the time.
+#include <getopt.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collective.h"
+#include "dtype.h"
+#include "report.h"
+#include "strata/strata.h"
+
+namespace strata::perf {
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr int kExitFailure = 1;
+
+struct OpInfo {
+  strataRedOp_t op;
+  const char* name;
+};
+const OpInfo kOps[] = {{strataSum, "sum"}, {strataProd, "prod"}, {strataMax, "max"}, {strataMin, "min"}, {strataAvg, "avg"}};
+
+struct Options {
+  const CollSpec* coll = nullptr;
+  size_t minBytes = 32 << 20;
+  size_t maxBytes = 32 << 20;
+  size_t stepBytes = 1 << 20;
+  size_t stepFactor = 2;
+  int iters = 20;
+  int warmupIters = 5;
+  int check = 1;
+  std::string dtypeArg = "float";
+  std::vector<const DtypeInfo*> dtypes;
+  std::string opArg = "sum";
+  std::vector<OpInfo> ops;
+  int root = 0;
+  int timeoutSec = 0;
+  std::string algo, transport, jsonPath, csvPath;
+  bool progress = false;
+  bool injectFault = false;
+};
+
+void printUsage(FILE* out) {
+  std::fprintf(out,
+               "usage: strata-perf <%s> [options]\n"
+               "\n"
+               "Measures one collective over a range of sizes, like nccl-tests (all_reduce_perf, ...), and prints\n"
+               "the same table. Start it with a launcher: strata-run -n 4 strata-perf allreduce -b 8 -e 128M\n"
+               "(or torchrun, mpirun, srun). Buffers are host memory.\n"
+               "\n"
+               "nccl-tests options:\n"
+               "  -b, --minbytes SIZE      smallest size (default 32M; suffixes K, M, G are powers of 1024)\n"
+               "  -e, --maxbytes SIZE      largest size (default 32M)\n"
+               "  -f, --stepfactor F       multiply the size by F each step (default 2)\n"
+               "  -i, --stepbytes SIZE     add SIZE each step instead (default 1M; used when -f is not given)\n"
+               "  -n, --iters N            timed runs per size (default 20)\n"
+               "  -w, --warmup_iters N     untimed runs per size before them (default 5)\n"
+               "  -c, --check N            check runs per size, each verified element by element; 0 = none\n"
+               "                           (default 1)\n"
+               "  -d, --datatype T         int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
+               "                           fp8_e4m3 fp8_e5m2, a comma-separated list, or all (default float)\n"
+               "  -o, --op OP              sum prod max min avg, a list, or all (default sum)\n"
+               "  -r, --root R             root of broadcast and reduce (default 0)\n"
+               "  -T, --timeout SEC        deadline of every wait inside Strata (sets STRATA_TIMEOUT_MS); 0 = keep\n"
+               "  -t, --nthreads 1, -g, --ngpus 1, -m, --agg_iters 1, -z, --blocking, -y, --stream_null\n"
+               "                           accepted for compatibility (one rank per process, blocking, host memory)\n"
+               "\n"
+               "Strata options:\n"
+               "      --algo NAME          force an algorithm (sets STRATA_ALGO=<collective>:NAME; a value with ':'\n"
+               "                           is used as the whole STRATA_ALGO)\n"
+               "      --transport T        shm, tcp or auto (sets STRATA_TRANSPORT)\n"
+               "      --json FILE          also write the rows and a description of the run as JSON (rank 0)\n"
+               "      --csv FILE           also write them as CSV (rank 0)\n"
+               "      --progress           one line per finished size on stderr\n"
+               "      --inject-fault       TEST ONLY: corrupt one result element after the first check run, so\n"
+               "                           the check must report it (#wrong > 0, exit status 1)\n"
+               "  -h, --help               show this help\n"
+               "\n"
+               "Columns as nccl-tests: size is the larger buffer in bytes (for allgather the total received,\n"
+               "for reducescatter and alltoall the total sent), count the count argument of the call, time the\n"
+               "median over the timed runs of the slowest rank, algbw = size / time, busbw = algbw x 2(n-1)/n\n"
+               "(allreduce), (n-1)/n (reducescatter, allgather, alltoall) or 1 (broadcast, reduce, sendrecv).\n"
+               "Exit status: 0 if every check passed, 1 on a wrong result or a Strata error, 2 on bad usage.\n",
+               collNames());
+}
+
+// The rank the launcher gave this process, before Strata is up: only rank 0 complains about options.
+bool isLauncherRankZero() {
+  for (const char* var : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0') return std::strcmp(v, "0") == 0;
+  }
+  return true;
+}
+
+[[noreturn]] void usageError(const std::string& message) {
+  if (isLauncherRankZero()) {
+    std::fprintf(stderr, "strata-perf: %s\n\n", message.c_str());
+    printUsage(stderr);
+  }
+  std::exit(kExitUsage);
+}
+
+bool parseSize(const char* text, size_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text, &end);
+  if (end == text || errno != 0 || !(v >= 0)) return false;
+  std::string suffix(end);
+  double unit = 1;
+  if (!suffix.empty()) {
+    switch (suffix[0]) {
+      case 'k': case 'K': unit = 1024.0; break;
+      case 'm': case 'M': unit = 1024.0 * 1024; break;
+      case 'g': case 'G': unit = 1024.0 * 1024 * 1024; break;
+      case 't': case 'T': unit = 1024.0 * 1024 * 1024 * 1024; break;
+      case 'b': case 'B': break;
+      default: return false;
+    }
+    std::string rest = suffix.substr(unit == 1 ? 0 : 1);
+    if (!rest.empty() && rest != "B" && rest != "b" && rest != "iB") return false;
+  }
+  double bytes = v * unit;
+  if (bytes > 1e18) return false;
+  *out = static_cast<size_t>(bytes);
+  return true;
+}
+
+bool parseInt(const char* text, long lo, long hi, int* out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text, &end, 0);
+  if (end == text || *end != '\0' || errno != 0 || v < lo || v > hi) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = s.find(',', start);
+    items.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+Options parseOptions(int argc, char** argv) {
+  if (argc < 2) usageError("missing the collective");
+  std::string first = argv[1];
+  if (first == "-h" || first == "--help") {
+    printUsage(stdout);
+    std::exit(0);
+  }
+  Options opt;
+  opt.coll = findColl(first);
+  if (opt.coll == nullptr) usageError("unknown collective '" + first + "' (expected one of " + collNames() + ")");
+
+  enum LongOnly { kAlgo = 1000, kTransport, kJson, kCsv, kProgress, kInjectFault };
+  static const option kLongOptions[] = {
+      {"minbytes", required_argument, nullptr, 'b'},  {"maxbytes", required_argument, nullptr, 'e'},
+      {"stepbytes", required_argument, nullptr, 'i'}, {"stepfactor", required_argument, nullptr, 'f'},
+      {"iters", required_argument, nullptr, 'n'},     {"warmup_iters", required_argument, nullptr, 'w'},
+      {"check", required_argument, nullptr, 'c'},     {"datatype", required_argument, nullptr, 'd'},
+      {"op", required_argument, nullptr, 'o'},        {"root", required_argument, nullptr, 'r'},
+      {"timeout", required_argument, nullptr, 'T'},   {"nthreads", required_argument, nullptr, 't'},
+      {"ngpus", required_argument, nullptr, 'g'},     {"agg_iters", required_argument, nullptr, 'm'},
+      {"blocking", required_argument, nullptr, 'z'},  {"stream_null", required_argument, nullptr, 'y'},
+      {"algo", required_argument, nullptr, kAlgo},    {"transport", required_argument, nullptr, kTransport},
+      {"json", required_argument, nullptr, kJson},    {"csv", required_argument, nullptr, kCsv},
+      {"progress", no_argument, nullptr, kProgress},  {"inject-fault", no_argument, nullptr, kInjectFault},
+      {"help", no_argument, nullptr, 'h'},            {nullptr, 0, nullptr, 0},
+  };
+  // getopt sees the collective as the program name.
+  int subArgc = argc - 1;
+  char** subArgv = argv + 1;
+  opterr = 0;
+  optind = 1;
+  bool factorGiven = false, stepBytesGiven = false;
+  int one = 0, ignored = 0;
+  for (;;) {
+    int c = getopt_long(subArgc, subArgv, ":b:e:i:f:n:w:c:d:o:r:T:t:g:m:z:y:h", kLongOptions, nullptr);
+    if (c == -1) break;
+    const std::string arg = optarg ? optarg : "";
+    switch (c) {
+      case 'b':
+        if (!parseSize(optarg, &opt.minBytes)) usageError("-b/--minbytes: bad size '" + arg + "'");
+        break;
+      case 'e':
+        if (!parseSize(optarg, &opt.maxBytes)) usageError("-e/--maxbytes: bad size '" + arg + "'");
+        break;
+      case 'i':
+        if (!parseSize(optarg, &opt.stepBytes) || opt.stepBytes == 0) {
+          usageError("-i/--stepbytes: bad size '" + arg + "' (must be > 0)");
+        }
+        stepBytesGiven = true;
+        break;
+      case 'f': {
+        int f = 0;
+        if (!parseInt(optarg, 1, 1 << 20, &f)) usageError("-f/--stepfactor: expected an integer >= 1, got '" + arg + "'");
+        opt.stepFactor = static_cast<size_t>(f);
+        factorGiven = true;
+        break;
+      }
+      case 'n':
+        if (!parseInt(optarg, 1, 1 << 30, &opt.iters)) usageError("-n/--iters: expected an integer >= 1, got '" + arg + "'");
+        break;
+      case 'w':
+        if (!parseInt(optarg, 0, 1 << 30, &opt.warmupIters)) {
+          usageError("-w/--warmup_iters: expected an integer >= 0, got '" + arg + "'");
+        }
+        break;
+      case 'c':
+        if (!parseInt(optarg, 0, 1 << 20, &opt.check)) usageError("-c/--check: expected an integer >= 0, got '" + arg + "'");
+        break;
+      case 'd': opt.dtypeArg = arg; break;
+      case 'o': opt.opArg = arg; break;
+      case 'r':
+        if (!parseInt(optarg, 0, 1 << 30, &opt.root)) usageError("-r/--root: expected a rank >= 0, got '" + arg + "'");
+        break;
+      case 'T':
+        if (!parseInt(optarg, 0, 1 << 30, &opt.timeoutSec)) {
+          usageError("-T/--timeout: expected seconds >= 0, got '" + arg + "'");
+        }
+        break;
+      case 't':
+      case 'g':
+      case 'm':
+        if (!parseInt(optarg, 1, 1, &one)) {
+          usageError(std::string("-") + static_cast<char>(c) + ": strata-perf runs one rank per process (only 1 is supported), got '" + arg + "'");
+        }
+        break;
+      case 'z':
+      case 'y':
+        if (!parseInt(optarg, 0, 1, &ignored)) usageError(std::string("-") + static_cast<char>(c) + ": expected 0 or 1, got '" + arg + "'");
+        break;
+      case kAlgo:
+        if (arg.empty()) usageError("--algo needs a name");
+        opt.algo = arg;
+        break;
+      case kTransport:
+        if (arg != "shm" && arg != "tcp" && arg != "auto") usageError("--transport: expected shm, tcp or auto, got '" + arg + "'");
+        opt.transport = arg;
+        break;
+      case kJson: opt.jsonPath = arg; break;
+      case kCsv: opt.csvPath = arg; break;
+      case kProgress: opt.progress = true; break;
+      case kInjectFault: opt.injectFault = true; break;
+      case 'h':
+        printUsage(stdout);
+        std::exit(0);
+      case ':': usageError(std::string("option '") + subArgv[optind - 1] + "' needs a value");
+      default: usageError(std::string("unknown option '") + subArgv[optind - 1] + "'");
+    }
+  }
+  if (optind < subArgc) usageError(std::string("unexpected argument '") + subArgv[optind] + "'");
+  if (stepBytesGiven && !factorGiven) opt.stepFactor = 1;
+  if (opt.minBytes > opt.maxBytes) {
+    usageError("minbytes (" + std::to_string(opt.minBytes) + ") is larger than maxbytes (" +
+               std::to_string(opt.maxBytes) + ")");
+  }
+
+  for (const std::string& name : splitList(opt.dtypeArg)) {
+    if (name == "all") {
+      for (const DtypeInfo& t : allDtypes()) opt.dtypes.push_back(&t);
+    } else if (const DtypeInfo* t = findDtype(name)) {
+      opt.dtypes.push_back(t);
+    } else {
+      usageError("-d/--datatype: unknown type '" + name + "'");
+    }
+  }
+  for (const std::string& name : splitList(opt.opArg)) {
+    bool found = false;
+    for (const OpInfo& o : kOps) {
+      if (name == "all" || name == o.name) {
+        opt.ops.push_back(o);
+        found = true;
+      }
+    }
+    if (!found) usageError("-o/--op: unknown op '" + name + "' (expected sum, prod, max, min, avg or all)");
+  }
+  if (!opt.algo.empty() && opt.coll->kind == CollKind::kSendRecv && opt.algo.find(':') == std::string::npos) {
+    usageError("--algo: sendrecv has no algorithms to choose from");
+  }
+  return opt;
+}
+
+// ---- the run -------------------------------------------------------------------------------------------
+
+class PerfRun {
+ public:
+  explicit PerfRun(Options opt) : opt_(std::move(opt)) {}
+
+  int run() {
+    applyEnvironment();
+    check(strataCommInitFromEnv(&comm_), "strataCommInitFromEnv");
+    check(strataCommUserRank(comm_, &rank_), "strataCommUserRank");
+    check(strataCommCount(comm_, &nranks_), "strataCommCount");
+    if (opt_.coll->rooted && opt_.root >= nranks_) {
+      if (rank_ == 0) {
+        std::fprintf(stderr, "strata-perf: -r/--root %d is not a rank of %d\n\n", opt_.root, nranks_);
+        printUsage(stderr);
+      }
+      strataCommDestroy(comm_);
+      return kExitUsage;
+    }
+    allocateBuffers();
+    describeRun();
+    if (rank_ == 0) {
+      printHeader();
+      if (opt_.injectFault) {
+        std::fprintf(stderr, "strata-perf: --inject-fault: one result element will be corrupted on purpose\n");
+      }
+    }
+    printDevices();
+    if (rank_ == 0) {
+      std::printf("#\n");
+      printTableHeader(stdout);
+      std::fflush(stdout);
+    }
+
+    const size_t nsizes = sizes().size();
+    for (const DtypeInfo* type : opt_.dtypes) {
+      std::vector<OpInfo> ops = opt_.coll->reduces ? opt_.ops : std::vector<OpInfo>{{strataSum, "none"}};
+      for (const OpInfo& op : ops) {
+        size_t done = 0;
+        for (size_t bytes : sizes()) {
+          Row row = measureRow(*type, op, bytes);
+          ++done;
+          if (rank_ == 0) {
+            printTableRow(stdout, row);
+            std::fflush(stdout);
+            if (opt_.progress) {
+              std::fprintf(stderr, "strata-perf: %s %s %s: %zu bytes done (%zu/%zu), %.2f / %.2f us\n",
+                           opt_.coll->name, type->name, op.name, row.bytes, done, nsizes, row.outOfPlace.timeUs,
+                           row.inPlace.timeUs);
+            }
+          }
+          rows_.push_back(std::move(row));
+        }
+      }
+    }
+
+    int failedRuns = 0;
+    double busBwSum = 0;
+    for (const Row& r : rows_) {
+      failedRuns += (r.outOfPlace.wrong > 0) + (r.inPlace.wrong > 0);
+      busBwSum += r.outOfPlace.busBw + r.inPlace.busBw;
+    }
+    const double avgBusBw = rows_.empty() ? 0.0 : busBwSum / static_cast<double>(2 * rows_.size());
+    int exitCode = failedRuns > 0 ? kExitFailure : 0;
+    if (rank_ == 0) {
+      printTableFooter(stdout, failedRuns, avgBusBw);
+      std::fflush(stdout);
+      if (!opt_.jsonPath.empty() && !writeJson(opt_.jsonPath, info_, rows_, failedRuns, avgBusBw)) {
+        std::fprintf(stderr, "strata-perf: cannot write %s: %s\n", opt_.jsonPath.c_str(), std::strerror(errno));
+        exitCode = kExitFailure;
+      }
+      if (!opt_.csvPath.empty() && !writeCsv(opt_.csvPath, info_, rows_)) {
+        std::fprintf(stderr, "strata-perf: cannot write %s: %s\n", opt_.csvPath.c_str(), std::strerror(errno));
+        exitCode = kExitFailure;
+      }
+    }
+    check(strataCommDestroy(comm_), "strataCommDestroy");
+    comm_ = nullptr;
+    std::free(sendbuff_);
+    std::free(recvbuff_);
+    return exitCode;
+  }
+
+ private:
+  // Strata reads its configuration when the communicator is made, so the options become variables first.
+  void applyEnvironment() {
+    if (opt_.timeoutSec > 0) setenv("STRATA_TIMEOUT_MS", std::to_string(opt_.timeoutSec * 1000LL).c_str(), 1);
+    if (!opt_.transport.empty()) setenv("STRATA_TRANSPORT", opt_.transport.c_str(), 1);
+    if (!opt_.algo.empty()) {
+      std::string spec = opt_.algo.find(':') != std::string::npos ? opt_.algo : std::string(opt_.coll->name) + ":" + opt_.algo;
+      setenv("STRATA_ALGO", spec.c_str(), 1);
+    }
+  }
+
+  // Any Strata error ends this rank; the launcher takes the others down.
+  void check(strataResult_t rc, const char* what) {
+    if (rc == strataSuccess) return;
+    std::string rankText = rank_ >= 0 ? std::to_string(rank_) : "?";
+    std::fprintf(stderr, "strata-perf: rank %s: %s%s%s failed: %s: %s\n", rankText.c_str(), what,
+                 step_.empty() ? "" : " ", step_.c_str(), strataGetErrorString(rc), strataGetLastError(comm_));
+    std::exit(kExitFailure);
+  }
+
+  std::vector<size_t> sizes() const {
+    std::vector<size_t> out;
+    for (size_t size = opt_.minBytes; size <= opt_.maxBytes;) {
+      out.push_back(size);
+      size_t next = opt_.stepFactor > 1 ? size * opt_.stepFactor : size + opt_.stepBytes;
+      if (next == 0 && opt_.stepFactor > 1) next = 1;  // -b 0 with a factor would never grow
+      if (next <= size) break;
+      size = next;
+    }
+    return out;
+  }
+
+  // One send and one receive buffer of maxbytes serve every size, type and mode (as in nccl-tests).
+  void allocateBuffers() {
+    const size_t page = 4096;
+    const size_t bytes = (std::max<size_t>(opt_.maxBytes, 1) + page - 1) / page * page;
+    sendbuff_ = std::aligned_alloc(page, bytes);
+    recvbuff_ = std::aligned_alloc(page, bytes);
+    if (sendbuff_ == nullptr || recvbuff_ == nullptr) {
+      std::fprintf(stderr, "strata-perf: rank %d: cannot allocate 2 x %zu bytes\n", rank_, bytes);
+      std::exit(kExitFailure);
+    }
+    // Touch every page now, so no timed run pays for the first fault.
+    std::memset(sendbuff_, 0, bytes);
+    std::memset(recvbuff_, 0, bytes);
+  }
+
+  void describeRun() {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    int code = 0;
+    check(strataGetVersion(&code), "strataGetVersion");
+    char version[32];
+    std::snprintf(version, sizeof(version), "%d.%d.%d", code / 10000, code / 100 % 100, code % 100);
+    char date[64];
+    std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &utc);
+    const char* transport = std::getenv("STRATA_TRANSPORT");
+    const char* algo = std::getenv("STRATA_ALGO");
+    info_.hostname = host;
+    info_.nranks = nranks_;
+    info_.collective = opt_.coll->name;
+    info_.dtype = opt_.dtypeArg;
+    info_.op = opt_.coll->reduces ? opt_.opArg : "none";
+    info_.root = opt_.coll->rooted ? opt_.root : -1;
+    info_.transport = transport && *transport ? transport : "auto";
+    info_.algorithm = algo && *algo ? algo : "auto";
+    info_.strataVersion = version;
+    info_.strataVersionCode = code;
+    info_.date = date;
+    info_.minBytes = opt_.minBytes;
+    info_.maxBytes = opt_.maxBytes;
+    info_.stepBytes = opt_.stepBytes;
+    info_.stepFactor = opt_.stepFactor;
+    info_.iters = opt_.iters;
+    info_.warmupIters = opt_.warmupIters;
+    info_.check = opt_.check;
+  }
+
+  void printHeader() const {
+    const bool byFactor = opt_.stepFactor > 1;
+    std::printf(
+        "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: 1 "
+        "validation: %d graph: 0\n",
+        opt_.minBytes, opt_.maxBytes, byFactor ? opt_.stepFactor : opt_.stepBytes, byFactor ? "factor" : "bytes",
+        opt_.warmupIters, opt_.iters, opt_.check > 0 ? 1 : 0);
+    std::printf("#\n# Using devices\n");
+  }
+
+  // Every rank's line, gathered to rank 0 in rank order.
+  void printDevices() {
+    constexpr size_t kLine = 256;
+    char line[kLine] = {0};
+    std::snprintf(line, kLine, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu] host memory\n", rank_, 0,
+                  static_cast<int>(getpid()), info_.hostname.c_str(), 0);
+    std::vector<char> all(kLine * static_cast<size_t>(nranks_));
+    step_ = "(gathering host names)";
+    check(strataAllGather(line, all.data(), kLine, strataUint8, comm_, nullptr), "strataAllGather");
+    step_.clear();
+    if (rank_ != 0) return;
+    for (int r = 0; r < nranks_; ++r) {
+      const char* l = all.data() + kLine * static_cast<size_t>(r);
+      std::fwrite(l, 1, strnlen(l, kLine), stdout);
+    }
+  }
+
+  double maxOverRanks(double v) {
+    double out = 0;
+    check(strataAllReduce(&v, &out, 1, strataFloat64, strataMax, comm_, nullptr), "strataAllReduce");
+    return out;
+  }
+  int64_t sumOverRanks(int64_t v) {
+    int64_t out = 0;
+    check(strataAllReduce(&v, &out, 1, strataInt64, strataSum, comm_, nullptr), "strataAllReduce");
+    return out;
+  }
+
+  Row measureRow(const DtypeInfo& type, const OpInfo& op, size_t bytes) {
+    CheckContext ctx{opt_.coll, &type, op.op, opt_.root, rank_, nranks_, layoutFor(opt_.coll->kind, bytes, type.size, nranks_)};
+    Row row;
+    row.bytes = ctx.layout.reportedBytes(type.size);
+    row.count = ctx.layout.paramCount;
+    row.type = type.name;
+    row.redop = op.name;
+    row.root = opt_.coll->rooted ? opt_.root : -1;
+    row.outOfPlace = measure(ctx, row.bytes, false);
+    row.inPlace = measure(ctx, row.bytes, true);
+    return row;
+  }
+
+  Measurement measure(const CheckContext& ctx, size_t reportedBytes, bool inPlace) {
+    const Layout& l = ctx.layout;
+    const RunBuffers bufs = runBuffers(l, ctx.type->size, sendbuff_, recvbuff_, inPlace, rank_);
+    step_ = std::string("(") + opt_.coll->name + ", " + std::to_string(reportedBytes) + " bytes, " + ctx.type->name +
+            (opt_.coll->reduces ? std::string(", ") + opNameOf(ctx.op) : std::string()) +
+            (inPlace ? ", in place)" : ", out of place)");
+    const char* callName = callNameOf(opt_.coll->kind);
+    auto runOnce = [&] {
+      check(runCollective(opt_.coll->kind, bufs, l, ctx.type->type, ctx.op, ctx.root, comm_, rank_, nranks_), callName);
+    };
+
+    Measurement m;
+    if (opt_.check > 0) {
+      m.wrong = 0;
+      for (int c = 0; c < opt_.check; ++c) {
+        fillInputs(ctx, sendbuff_, recvbuff_, inPlace);
+        runOnce();
+        ResultRegion result = resultRegion(ctx, recvbuff_, inPlace);
+        const int faultRank = opt_.coll->kind == CollKind::kReduce ? ctx.root : 0;
+        if (opt_.injectFault && !faultInjected_ && rank_ == faultRank && result.count > 0) {
+          static_cast<unsigned char*>(result.data)[0] ^= 0x40;  // changes the value in every type
+          faultInjected_ = true;
+        }
+        m.wrong = sumOverRanks(countWrong(ctx, result));
+        if (m.wrong != 0) break;
+      }
+    }
+    for (int w = 0; w < opt_.warmupIters; ++w) runOnce();
+    std::vector<double> times(static_cast<size_t>(opt_.iters));
+    for (double& t : times) {
+      auto t0 = std::chrono::steady_clock::now();
+      runOnce();
+      auto t1 = std::chrono::steady_clock::now();
+      t = std::chrono::duration<double, std::micro>(t1 - t0).count();
+    }
+    std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+    double median = times[times.size() / 2];
+    if (times.size() % 2 == 0) {
+      median = (median + *std::max_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2))) / 2;
+    }
+    step_ = std::string("(") + opt_.coll->name + " timing)";
+    m.timeUs = maxOverRanks(median);
+    step_.clear();
+    const double seconds = m.timeUs * 1e-6;
+    m.algBw = seconds > 0 ? static_cast<double>(reportedBytes) / 1e9 / seconds : 0.0;
+    m.busBw = m.algBw * busBandwidthFactor(opt_.coll->kind, nranks_);
+    return m;
+  }
+
+  static const char* opNameOf(strataRedOp_t op) {
+    for (const OpInfo& o : kOps) {
+      if (o.op == op) return o.name;
+    }
+    return "?";
+  }
+  static const char* callNameOf(CollKind kind) {
+    switch (kind) {
+      case CollKind::kAllReduce: return "strataAllReduce";
+      case CollKind::kReduceScatter: return "strataReduceScatter";
+      case CollKind::kAllGather: return "strataAllGather";
+      case CollKind::kBroadcast: return "strataBroadcast";
+      case CollKind::kReduce: return "strataReduce";
+      case CollKind::kAllToAll: return "strataAllToAll";
+      case CollKind::kSendRecv: return "strataSend/strataRecv";
+    }
+    return "?";
+  }
+
+  Options opt_;
+  strataComm_t comm_ = nullptr;
+  int rank_ = -1, nranks_ = 0;
+  void* sendbuff_ = nullptr;
+  void* recvbuff_ = nullptr;
+  RunInfo info_;
+  std::vector<Row> rows_;
+  std::string step_;  // what is running, for error messages
+  bool faultInjected_ = false;
+};
+
+}  // namespace
+}  // namespace strata::perf
+
+int main(int argc, char** argv) {
+  setlinebuf(stdout);
+  strata::perf::Options opt = strata::perf::parseOptions(argc, argv);
+  return strata::perf::PerfRun(std::move(opt)).run();
+}

@@ -1,0 +1,153 @@
+#include "report.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace strata::perf {
+namespace {
+
+// nccl-tests prints times with fewer decimals as they grow, always 7 characters wide.
+std::string formatTime(double us) {
+  char buf[64];
+  if (us >= 10000.0) {
+    std::snprintf(buf, sizeof(buf), "%7.0f", us);
+  } else if (us >= 100.0) {
+    std::snprintf(buf, sizeof(buf), "%7.1f", us);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%7.2f", us);
+  }
+  return buf;
+}
+
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+// CSV field: quoted only when it needs to be.
+std::string csvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void writeMeasurementJson(FILE* f, const char* name, const Measurement& m) {
+  std::fprintf(f, "\"%s\": {\"time_us\": %s, \"algbw_gbps\": %s, \"busbw_gbps\": %s, \"wrong\": %s}", name,
+               jsonNumber(m.timeUs).c_str(), jsonNumber(m.algBw).c_str(), jsonNumber(m.busBw).c_str(),
+               m.wrong < 0 ? "null" : std::to_string(m.wrong).c_str());
+}
+
+}  // namespace
+
+void printTableHeader(FILE* out) {
+  std::fprintf(out, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "",
+               "", "", "", "");
+  std::fprintf(out, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count", "type",
+               "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  std::fprintf(out, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "",
+               "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+void printTableRow(FILE* out, const Row& row) {
+  std::fprintf(out, "%12zu  %12zu  %8s  %6s  %6d", row.bytes, row.count, row.type.c_str(), row.redop.c_str(), row.root);
+  for (const Measurement* m : {&row.outOfPlace, &row.inPlace}) {
+    std::string wrong = m->wrong < 0 ? "N/A" : std::to_string(m->wrong);
+    std::fprintf(out, "  %7s  %6.2f  %6.2f  %5s", formatTime(m->timeUs).c_str(), m->algBw, m->busBw, wrong.c_str());
+  }
+  std::fprintf(out, "\n");
+}
+
+void printTableFooter(FILE* out, int failedRuns, double avgBusBw) {
+  std::fprintf(out, "# Out of bounds values : %d %s\n", failedRuns, failedRuns ? "FAILED" : "OK");
+  std::fprintf(out, "# Avg bus bandwidth    : %g \n", avgBusBw);
+  std::fprintf(out, "#\n");
+}
+
+bool writeJson(const std::string& path, const RunInfo& info, const std::vector<Row>& rows, int failedRuns,
+               double avgBusBw) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  std::fprintf(f, "{\n  \"environment\": {\n");
+  std::fprintf(f, "    \"hostname\": %s,\n", jsonString(info.hostname).c_str());
+  std::fprintf(f, "    \"nranks\": %d,\n", info.nranks);
+  std::fprintf(f, "    \"collective\": %s,\n", jsonString(info.collective).c_str());
+  std::fprintf(f, "    \"dtype\": %s,\n", jsonString(info.dtype).c_str());
+  std::fprintf(f, "    \"op\": %s,\n", jsonString(info.op).c_str());
+  std::fprintf(f, "    \"root\": %d,\n", info.root);
+  std::fprintf(f, "    \"transport\": %s,\n", jsonString(info.transport).c_str());
+  std::fprintf(f, "    \"algorithm\": %s,\n", jsonString(info.algorithm).c_str());
+  std::fprintf(f, "    \"strata_version\": %s,\n", jsonString(info.strataVersion).c_str());
+  std::fprintf(f, "    \"strata_version_code\": %d,\n", info.strataVersionCode);
+  std::fprintf(f, "    \"date\": %s,\n", jsonString(info.date).c_str());
+  std::fprintf(f, "    \"minbytes\": %zu,\n    \"maxbytes\": %zu,\n", info.minBytes, info.maxBytes);
+  std::fprintf(f, "    \"stepbytes\": %zu,\n    \"stepfactor\": %zu,\n", info.stepBytes, info.stepFactor);
+  std::fprintf(f, "    \"iters\": %d,\n    \"warmup_iters\": %d,\n    \"check\": %d\n  },\n", info.iters,
+               info.warmupIters, info.check);
+  std::fprintf(f, "  \"results\": [");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu, \"type\": %s, \"redop\": %s, \"root\": %d, ",
+                 i == 0 ? "" : ",", r.bytes, r.count, jsonString(r.type).c_str(), jsonString(r.redop).c_str(), r.root);
+    writeMeasurementJson(f, "out_of_place", r.outOfPlace);
+    std::fprintf(f, ", ");
+    writeMeasurementJson(f, "in_place", r.inPlace);
+    std::fprintf(f, "}");
+  }
+  std::fprintf(f, "\n  ],\n  \"out_of_bounds\": %d,\n  \"avg_busbw_gbps\": %s\n}\n", failedRuns,
+               jsonNumber(avgBusBw).c_str());
+  bool ok = std::ferror(f) == 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+bool writeCsv(const std::string& path, const RunInfo& info, const std::vector<Row>& rows) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  // One self-contained table: the description of the run is repeated on every row, so rows from many
+  // runs (hosts, transports, algorithms) can be concatenated and compared.
+  std::fprintf(f,
+               "collective,size_bytes,count,type,redop,root,"
+               "oop_time_us,oop_algbw_gbps,oop_busbw_gbps,oop_wrong,ip_time_us,ip_algbw_gbps,ip_busbw_gbps,ip_wrong,"
+               "nranks,hostname,transport,algorithm,strata_version,date\n");
+  for (const Row& r : rows) {
+    std::fprintf(f, "%s,%zu,%zu,%s,%s,%d", csvField(info.collective).c_str(), r.bytes, r.count,
+                 csvField(r.type).c_str(), csvField(r.redop).c_str(), r.root);
+    for (const Measurement* m : {&r.outOfPlace, &r.inPlace}) {
+      std::fprintf(f, ",%.3f,%.4f,%.4f,%s", m->timeUs, m->algBw, m->busBw,
+                   m->wrong < 0 ? "" : std::to_string(m->wrong).c_str());
+    }
+    std::fprintf(f, ",%d,%s,%s,%s,%s,%s\n", info.nranks, csvField(info.hostname).c_str(),
+                 csvField(info.transport).c_str(), csvField(info.algorithm).c_str(),
+                 csvField(info.strataVersion).c_str(), csvField(info.date).c_str());
+  }
+  bool ok = std::ferror(f) == 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+}  // namespace strata::perf
