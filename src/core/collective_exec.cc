@@ -200,11 +200,30 @@ void Communicator::executeP2P(const std::vector<CollCall>& calls) {
     }
   }
   const size_t esize = dtypeSize(dtype);
+  // A send whose memory a receive of the same group overwrites (nccl-tests' in-place sendrecv) would race
+  // with it: such sends go from a private copy taken before anything is received.
+  std::vector<std::vector<char>> staged;
+  auto overlapsARecv = [&](const CollCall& s) {
+    const char* a = static_cast<const char*>(s.sendbuff);
+    const size_t an = s.count * dtypeSize(s.dtype);
+    for (const CollCall& r : calls) {
+      if (r.kind != CollKind::kRecv || r.count == 0) continue;
+      const char* b = static_cast<const char*>(r.recvbuff);
+      if (a < b + r.count * dtypeSize(r.dtype) && b < a + an) return true;
+    }
+    return false;
+  };
   for (size_t i = 0; i < calls.size(); ++i) {
     const CollCall& c = calls[i];
     const size_t elems = c.count * dtypeSize(c.dtype) / esize;
     const int base = static_cast<int>(buffers.size());
-    buffers.push_back(const_cast<void*>(c.sendbuff));
+    if (c.kind == CollKind::kSend && c.count > 0 && overlapsARecv(c)) {
+      const char* src = static_cast<const char*>(c.sendbuff);
+      staged.emplace_back(src, src + c.count * dtypeSize(c.dtype));
+      buffers.push_back(staged.back().data());
+    } else {
+      buffers.push_back(const_cast<void*>(c.sendbuff));
+    }
     buffers.push_back(c.recvbuff);
     if (elems == 0) continue;
     if (c.peer == rank_) {

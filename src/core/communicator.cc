@@ -342,6 +342,23 @@ void Communicator::ensureConnections(const Plan& plan) {
   }
 }
 
+std::string Communicator::explainRemote(const std::string& what, const Error& e) {
+  if (e.code() != strataRemoteError) return what + ": " + e.what();
+  // A broken link often only says which neighbour went away: that neighbour may itself have stopped
+  // because a third rank died. The bootstrap root sees every process exit and tells everyone, so wait a
+  // moment for its verdict and report the rank that actually failed.
+  const int64_t until = nowNs() + 2000000000;
+  while (!failed_.load(std::memory_order_acquire) && nowNs() < until) {
+    timespec ts{0, 10000000};
+    nanosleep(&ts, nullptr);
+  }
+  if (failed_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lk(failMutex_);
+    return what + " aborted: " + failMessage_ + " (seen here as: " + e.what() + ")";
+  }
+  return what + ": " + e.what();
+}
+
 void Communicator::drive(PlanRunner& runner, const std::string& what) {
   const int64_t start = nowNs();
   const int64_t deadline = start + config_.timeoutMs * 1000000;
@@ -354,7 +371,7 @@ void Communicator::drive(PlanRunner& runner, const std::string& what) {
     try {
       moved = runner.progress();
     } catch (const Error& e) {
-      throw Error(e.code(), what + ": " + e.what());
+      throw Error(e.code(), explainRemote(what, e));
     }
     if (moved) {
       idleSince = 0;
@@ -377,7 +394,7 @@ void Communicator::drive(PlanRunner& runner, const std::string& what) {
           try {
             conns_[static_cast<size_t>(p)]->checkPeer();
           } catch (const Error& e) {
-            throw RemoteError(what + ": " + e.what());
+            throw RemoteError(explainRemote(what, e));
           }
         }
       }

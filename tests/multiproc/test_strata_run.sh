@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Tests of the strata-run launcher on /bin/sh snippets (no Strata library involved).
 # usage: test_strata_run.sh path/to/strata-run
+# The snippets are single-quoted on purpose: the ranks expand $RANK & co, not this script.
+# shellcheck disable=SC2016,SC2015
 set -u
 
 RUN=${1:?usage: $0 path/to/strata-run}
@@ -80,10 +82,12 @@ grep -q "rank 2 exited with status 3; terminating the other 3 ranks" "$TMP/err" 
 pass "failing rank ends the run (${ELAPSED}s, status $RC)"
 
 # A grandchild (a process the rank started) dies with the job.
-run -n 2 sh -c 'sleep 100 & echo $! > "'"$TMP"'/grandchild.$RANK"; if [ "$RANK" = 1 ]; then exit 5; fi; wait'
+# Rank 1 fails once both ranks have started their child (so the test does not race the launcher).
+run -n 2 sh -c 'sleep 100 & echo $! > "'"$TMP"'/grandchild.$RANK"
+  if [ "$RANK" = 1 ]; then until [ -s "'"$TMP"'/grandchild.0" ]; do sleep 0.05; done; exit 5; fi; wait'
 [ "$RC" -eq 5 ] || fail "grandchild: exit status $RC, expected 5"
 # Alive = exists and is not a zombie waiting for init to reap it.
-alive() { [ -n "$1" ] && [ -n "$(ps -o stat= -p "$1" 2>/dev/null | grep -v Z)" ]; }
+alive() { [ -n "$1" ] && ps -o stat= -p "$1" 2>/dev/null | grep -qv Z; }
 for r in 0 1; do
   gc=$(cat "$TMP/grandchild.$r" 2>/dev/null)
   [ -n "$gc" ] || fail "grandchild: rank $r did not record its child"
@@ -136,9 +140,11 @@ run --help
 pass "usage errors"
 
 # --- signals are forwarded ----------------------------------------------------------------------------
-"$RUN" -n 2 sh -c 'trap "echo got-term-$RANK; exit 0" TERM; sleep 100 & wait' >"$TMP/out" 2>"$TMP/err" &
+"$RUN" -n 2 sh -c 'trap "echo got-term-$RANK; exit 0" TERM; touch "'"$TMP"'/ready.$RANK"; sleep 100 & wait' \
+  >"$TMP/out" 2>"$TMP/err" &
 launcher=$!
-sleep 0.5
+# Signal only once both ranks have their handler in place.
+for _ in $(seq 200); do [ -e "$TMP/ready.0" ] && [ -e "$TMP/ready.1" ] && break; sleep 0.1; done
 kill -TERM $launcher
 start=$SECONDS
 wait $launcher

@@ -412,7 +412,7 @@ bool runCollective(const CollCase& c) {
         break;
       }
     }
-    const bool sendKept = std::memcmp(sendBefore[ur].data(), sendPtr[ur], sendN * es) == 0;
+    const bool sendKept = sendN == 0 || std::memcmp(sendBefore[ur].data(), sendPtr[ur], sendN * es) == 0;
     if (!c.inPlace && !sendKept) {
       ADD_FAILURE() << "rank " << r << " modified its send buffer out of place";
       ok = false;

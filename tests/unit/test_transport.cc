@@ -123,9 +123,7 @@ class InProcessExchange : public PeerExchange {
 
 class SocketPairExchange : public PeerExchange {
  public:
-  SocketPairExchange(int fd, int rank, uint64_t commId) : fd_(fd), rank_(rank), commId_(commId) {
-    secret_.fill(42);
-  }
+  SocketPairExchange(int fd, int rank, uint64_t commId) : fd_(fd), rank_(rank), commId_(commId) { secret_.fill(42); }
   int rank() const override { return rank_; }
   int size() const override { return 2; }
   void send(int, uint32_t tag, const void* data, size_t len) override {
@@ -318,8 +316,9 @@ TEST_P(TransportTest, StreamsBothWaysInOrder) {
           for (size_t i = 0; i < size && bad == size; ++i) {
             if (p[i] != patternByte(peer, received, i)) bad = i;
           }
-          if (bad != size) throw std::runtime_error(strprintf("message %llu differs at byte %zu",
-                                                              static_cast<unsigned long long>(received), bad));
+          if (bad != size)
+            throw std::runtime_error(
+                strprintf("message %llu differs at byte %zu", static_cast<unsigned long long>(received), bad));
           conn->recvRelease();
           ++received;
         }
@@ -479,6 +478,29 @@ TEST_P(TransportTest, TagsSeparateConnections) {
     a->recvRelease();
     flushBlocking(*a);
     flushBlocking(*b);
+    exchangeBarrier(ex, 1 - rank);
+  });
+}
+
+// Empty messages are legal (the executor does not send them, but nothing breaks if it does).
+TEST_P(TransportTest, ZeroByteMessages) {
+  Hub hub;
+  const Config cfg = config();
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2);
+    auto conn = connect(GetParam().kind, ex, cfg, 1 - rank);
+    const uint8_t five[5] = {1, 2, 3, 4, 5};
+    for (int k = 0; k < 2 * cfg.nslots + 3; ++k) {
+      const size_t size = k % 2 == 0 ? 0 : std::min<size_t>(5, cfg.pieceBytes);
+      if (rank == 0) {
+        sendBlocking(*conn, five, size);
+      } else {
+        auto* p = static_cast<const uint8_t*>(recvBlocking(*conn, size));
+        EXPECT_EQ(std::memcmp(p, five, size), 0);
+        conn->recvRelease();
+      }
+    }
+    flushBlocking(*conn);
     exchangeBarrier(ex, 1 - rank);
   });
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace strata::perf {
@@ -28,13 +29,20 @@ uint64_t mix(int rank, size_t index) {
 // type between steps, so each of them must be exact, not only the final one).
 double exactBound(const DtypeInfo& t) {
   switch (t.type) {
-    case strataInt8: return 127;
-    case strataUint8: return 250;
-    case strataFloat16: return 2048;
-    case strataBfloat16: return 256;
-    case strataFloat8e4m3: return 16;
-    case strataFloat8e5m2: return 8;
-    default: return 1 << 20;
+    case strataInt8:
+      return 127;
+    case strataUint8:
+      return 250;
+    case strataFloat16:
+      return 2048;
+    case strataBfloat16:
+      return 256;
+    case strataFloat8e4m3:
+      return 16;
+    case strataFloat8e5m2:
+      return 8;
+    default:
+      return 1 << 20;
   }
 }
 
@@ -42,26 +50,38 @@ double exactBound(const DtypeInfo& t) {
 int64_t sumAmplitude(const DtypeInfo& t) {
   switch (t.type) {
     case strataFloat8e4m3:
-    case strataFloat8e5m2: return 1;
-    case strataBfloat16: return 2;
+    case strataFloat8e5m2:
+      return 1;
+    case strataBfloat16:
+      return 2;
     case strataInt8:
     case strataUint8:
-    case strataFloat16: return 3;
-    default: return 5;
+    case strataFloat16:
+      return 3;
+    default:
+      return 5;
   }
 }
 
 // Range of the inputs of collectives that only move data: any value the type holds exactly.
 int64_t movementRange(const DtypeInfo& t) {
   switch (t.type) {
-    case strataInt8: return 100;
-    case strataUint8: return 200;
-    case strataFloat8e4m3: return 16;
-    case strataFloat8e5m2: return 8;
-    case strataFloat16: return 2048;
-    case strataBfloat16: return 256;
-    case strataFloat32: return 1 << 24;
-    default: return int64_t{1} << 30;
+    case strataInt8:
+      return 100;
+    case strataUint8:
+      return 200;
+    case strataFloat8e4m3:
+      return 16;
+    case strataFloat8e5m2:
+      return 8;
+    case strataFloat16:
+      return 2048;
+    case strataBfloat16:
+      return 256;
+    case strataFloat32:
+      return 1 << 24;
+    default:
+      return int64_t{1} << 30;
   }
 }
 
@@ -88,39 +108,60 @@ double inputValue(const CheckContext& ctx, int rank, size_t index) {
   return static_cast<double>(static_cast<int64_t>(h % static_cast<uint64_t>(2 * a + 1)) - a);
 }
 
-double reduceOverRanks(const CheckContext& ctx, size_t index) {
+// What element k of a result must hold; `magnitude` is the sum of |input| over the ranks that went into it
+// (0 for collectives that only move data), which bounds the rounding an avg may legitimately show.
+struct Expected {
+  double value;
+  double magnitude;
+};
+
+Expected reduceOverRanks(const CheckContext& ctx, size_t index) {
   double acc = inputValue(ctx, 0, index);
+  double magnitude = std::fabs(acc);
   for (int q = 1; q < ctx.nranks; ++q) {
     double v = inputValue(ctx, q, index);
+    magnitude += std::fabs(v);
     switch (ctx.op) {
-      case strataProd: acc *= v; break;
-      case strataMax: acc = v > acc ? v : acc; break;
-      case strataMin: acc = v < acc ? v : acc; break;
-      default: acc += v; break;  // sum, avg
+      case strataProd:
+        acc *= v;
+        break;
+      case strataMax:
+        acc = v > acc ? v : acc;
+        break;
+      case strataMin:
+        acc = v < acc ? v : acc;
+        break;
+      default:
+        acc += v;
+        break;  // sum, avg
     }
   }
   if (ctx.op == strataAvg) {
-    if (!ctx.type->isFloat) return static_cast<double>(static_cast<int64_t>(acc) / ctx.nranks);
-    return roundToDtype(*ctx.type, acc / ctx.nranks);
+    if (!ctx.type->isFloat) return {static_cast<double>(static_cast<int64_t>(acc) / ctx.nranks), magnitude};
+    return {roundToDtype(*ctx.type, acc / ctx.nranks), magnitude};
   }
-  return acc;
+  return {acc, magnitude};
 }
 
-// The value element k of this rank's result must hold.
-double expectedValue(const CheckContext& ctx, size_t k) {
+Expected expectedValue(const CheckContext& ctx, size_t k) {
   const Layout& l = ctx.layout;
   const size_t r = static_cast<size_t>(ctx.rank);
   switch (ctx.coll->kind) {
     case CollKind::kAllReduce:
-    case CollKind::kReduce: return reduceOverRanks(ctx, k);
-    case CollKind::kReduceScatter: return reduceOverRanks(ctx, r * l.recvCount + k);
-    case CollKind::kAllGather: return inputValue(ctx, static_cast<int>(k / l.paramCount), k % l.paramCount);
-    case CollKind::kBroadcast: return inputValue(ctx, ctx.root, k);
+    case CollKind::kReduce:
+      return reduceOverRanks(ctx, k);
+    case CollKind::kReduceScatter:
+      return reduceOverRanks(ctx, r * l.recvCount + k);
+    case CollKind::kAllGather:
+      return {inputValue(ctx, static_cast<int>(k / l.paramCount), k % l.paramCount), 0};
+    case CollKind::kBroadcast:
+      return {inputValue(ctx, ctx.root, k), 0};
     case CollKind::kAllToAll:
-      return inputValue(ctx, static_cast<int>(k / l.paramCount), r * l.paramCount + k % l.paramCount);
-    case CollKind::kSendRecv: return inputValue(ctx, (ctx.rank + ctx.nranks - 1) % ctx.nranks, k);
+      return {inputValue(ctx, static_cast<int>(k / l.paramCount), r * l.paramCount + k % l.paramCount), 0};
+    case CollKind::kSendRecv:
+      return {inputValue(ctx, (ctx.rank + ctx.nranks - 1) % ctx.nranks, k), 0};
   }
-  return NAN;
+  return {NAN, 0};
 }
 
 // A value no correct result holds: NaN for floats, the most negative (signed) or largest (unsigned) integer.
@@ -137,8 +178,10 @@ const CollSpec* findColl(std::string_view name) {
   static const struct {
     const char* alias;
     CollKind kind;
-  } kAliases[] = {{"all_reduce", CollKind::kAllReduce}, {"reduce_scatter", CollKind::kReduceScatter},
-                  {"all_gather", CollKind::kAllGather}, {"all_to_all", CollKind::kAllToAll}};
+  } kAliases[] = {{"all_reduce", CollKind::kAllReduce},
+                  {"reduce_scatter", CollKind::kReduceScatter},
+                  {"all_gather", CollKind::kAllGather},
+                  {"all_to_all", CollKind::kAllToAll}};
   for (const CollSpec& c : kColls) {
     if (name == c.name) return &c;
   }
@@ -153,13 +196,16 @@ const char* collNames() { return "allreduce|reducescatter|allgather|broadcast|re
 double busBandwidthFactor(CollKind kind, int nranks) {
   const double n = nranks;
   switch (kind) {
-    case CollKind::kAllReduce: return 2.0 * (n - 1) / n;
+    case CollKind::kAllReduce:
+      return 2.0 * (n - 1) / n;
     case CollKind::kReduceScatter:
     case CollKind::kAllGather:
-    case CollKind::kAllToAll: return (n - 1) / n;
+    case CollKind::kAllToAll:
+      return (n - 1) / n;
     case CollKind::kBroadcast:
     case CollKind::kReduce:
-    case CollKind::kSendRecv: return 1.0;
+    case CollKind::kSendRecv:
+      return 1.0;
   }
   return 1.0;
 }
@@ -173,7 +219,9 @@ Layout layoutFor(CollKind kind, size_t bytes, size_t eltSize, int nranks) {
     case CollKind::kAllReduce:
     case CollKind::kBroadcast:
     case CollKind::kReduce:
-    case CollKind::kSendRecv: l.sendCount = l.recvCount = l.paramCount = count; break;
+    case CollKind::kSendRecv:
+      l.sendCount = l.recvCount = l.paramCount = count;
+      break;
     case CollKind::kReduceScatter:
       l.sendCount = perRank * n;
       l.recvCount = l.paramCount = l.recvInplaceOffset = perRank;
@@ -200,12 +248,18 @@ RunBuffers runBuffers(const Layout& layout, size_t eltSize, void* sendbuff, void
 strataResult_t runCollective(CollKind kind, const RunBuffers& b, const Layout& l, strataDataType_t type,
                              strataRedOp_t op, int root, strataComm_t comm, int rank, int nranks) {
   switch (kind) {
-    case CollKind::kAllReduce: return strataAllReduce(b.send, b.recv, l.paramCount, type, op, comm, nullptr);
-    case CollKind::kReduceScatter: return strataReduceScatter(b.send, b.recv, l.paramCount, type, op, comm, nullptr);
-    case CollKind::kAllGather: return strataAllGather(b.send, b.recv, l.paramCount, type, comm, nullptr);
-    case CollKind::kBroadcast: return strataBroadcast(b.send, b.recv, l.paramCount, type, root, comm, nullptr);
-    case CollKind::kReduce: return strataReduce(b.send, b.recv, l.paramCount, type, op, root, comm, nullptr);
-    case CollKind::kAllToAll: return strataAllToAll(b.send, b.recv, l.paramCount, type, comm, nullptr);
+    case CollKind::kAllReduce:
+      return strataAllReduce(b.send, b.recv, l.paramCount, type, op, comm, nullptr);
+    case CollKind::kReduceScatter:
+      return strataReduceScatter(b.send, b.recv, l.paramCount, type, op, comm, nullptr);
+    case CollKind::kAllGather:
+      return strataAllGather(b.send, b.recv, l.paramCount, type, comm, nullptr);
+    case CollKind::kBroadcast:
+      return strataBroadcast(b.send, b.recv, l.paramCount, type, root, comm, nullptr);
+    case CollKind::kReduce:
+      return strataReduce(b.send, b.recv, l.paramCount, type, op, root, comm, nullptr);
+    case CollKind::kAllToAll:
+      return strataAllToAll(b.send, b.recv, l.paramCount, type, comm, nullptr);
     case CollKind::kSendRecv: {
       // nccl-tests' sendrecv: every rank sends to the next and receives from the previous, as one group.
       strataResult_t rc = strataGroupStart();
@@ -244,14 +298,23 @@ ResultRegion resultRegion(const CheckContext& ctx, void* recvbuff, bool inPlace)
   return {b.recv, ctx.layout.recvCount};
 }
 
-int64_t countWrong(const CheckContext& ctx, const ResultRegion& result) {
+int64_t countWrong(const CheckContext& ctx, const ResultRegion& result, int showMax) {
   const DtypeInfo& t = *ctx.type;
+  // Every result is exact except a floating-point avg: NCCL, and Strata after it, may compute it as a sum
+  // of inputs pre-multiplied by 1/n (and keep partial results in the type), which rounds differently
+  // from sum / n. Allow one ulp of the result plus half an ulp per rank at the inputs' magnitude.
   const bool tolerant = t.isFloat && ctx.coll->reduces && ctx.op == strataAvg;
+  const double unitRoundoff = tolerant ? std::ldexp(1.0, -(t.mantissaBits + 1)) : 0.0;
   int64_t wrong = 0;
   for (size_t k = 0; k < result.count; ++k) {
     const double got = loadValue(t, result.data, k);
-    const double want = expectedValue(ctx, k);
-    const bool ok = tolerant ? std::fabs(got - want) <= ulpOf(t, want) : got == want;
+    const Expected want = expectedValue(ctx, k);
+    const bool ok = tolerant ? std::fabs(got - want.value) <= ulpOf(t, want.value) + unitRoundoff * want.magnitude
+                             : got == want.value;
+    if (!ok && wrong < showMax) {
+      std::fprintf(stderr, "strata-perf: rank %d: %s %s: element %zu is %.17g, expected %.17g\n", ctx.rank,
+                   ctx.coll->name, t.name, k, got, want.value);
+    }
     wrong += ok ? 0 : 1;
   }
   return wrong;

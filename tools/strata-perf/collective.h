@@ -69,7 +69,8 @@ struct ResultRegion {
   size_t count;
 };
 ResultRegion resultRegion(const CheckContext& ctx, void* recvbuff, bool inPlace);
-/// Elements of the result that differ from what the collective must produce.
-int64_t countWrong(const CheckContext& ctx, const ResultRegion& result);
+/// Elements of the result that differ from what the collective must produce. The first `showMax` of them
+/// are described on stderr (index, expected, got).
+int64_t countWrong(const CheckContext& ctx, const ResultRegion& result, int showMax = 0);
 
 }  // namespace strata::perf

@@ -23,13 +23,20 @@ constexpr FloatFormat kDouble{11, 52, 1023, true};
 
 const FloatFormat* formatOf(strataDataType_t t) {
   switch (t) {
-    case strataFloat16: return &kHalf;
-    case strataBfloat16: return &kBfloat16;
-    case strataFloat8e4m3: return &kE4m3;
-    case strataFloat8e5m2: return &kE5m2;
-    case strataFloat32: return &kFloat;
-    case strataFloat64: return &kDouble;
-    default: return nullptr;
+    case strataFloat16:
+      return &kHalf;
+    case strataBfloat16:
+      return &kBfloat16;
+    case strataFloat8e4m3:
+      return &kE4m3;
+    case strataFloat8e5m2:
+      return &kE5m2;
+    case strataFloat32:
+      return &kFloat;
+    case strataFloat64:
+      return &kDouble;
+    default:
+      return nullptr;
   }
 }
 
@@ -38,7 +45,8 @@ uint32_t encodeNarrow(const FloatFormat& f, double v) {
   const uint32_t sign = std::signbit(v) ? 1u << (f.expBits + f.mantBits) : 0u;
   const uint32_t expAllOnes = (1u << f.expBits) - 1;
   const uint32_t mantMax = (1u << f.mantBits) - 1;
-  const uint32_t nan = f.ieee ? (expAllOnes << f.mantBits) | (1u << (f.mantBits - 1)) : (expAllOnes << f.mantBits) | mantMax;
+  const uint32_t nan =
+      f.ieee ? (expAllOnes << f.mantBits) | (1u << (f.mantBits - 1)) : (expAllOnes << f.mantBits) | mantMax;
   const uint32_t overflow = f.ieee ? sign | (expAllOnes << f.mantBits) : sign | nan;
   if (std::isnan(v)) return sign | nan;
   double a = std::fabs(v);
@@ -113,10 +121,10 @@ const DtypeInfo* findDtype(std::string_view name) {
     strataDataType_t type;
   };
   static const Alias kAliases[] = {
-      {"char", strataInt8},          {"int", strataInt32},         {"float16", strataFloat16},
-      {"fp16", strataFloat16},       {"float32", strataFloat32},   {"fp32", strataFloat32},
-      {"float64", strataFloat64},    {"fp64", strataFloat64},      {"bf16", strataBfloat16},
-      {"e4m3", strataFloat8e4m3},    {"f8e4m3", strataFloat8e4m3}, {"e5m2", strataFloat8e5m2},
+      {"char", strataInt8},         {"int", strataInt32},         {"float16", strataFloat16},
+      {"fp16", strataFloat16},      {"float32", strataFloat32},   {"fp32", strataFloat32},
+      {"float64", strataFloat64},   {"fp64", strataFloat64},      {"bf16", strataBfloat16},
+      {"e4m3", strataFloat8e4m3},   {"f8e4m3", strataFloat8e4m3}, {"e5m2", strataFloat8e5m2},
       {"f8e5m2", strataFloat8e5m2},
   };
   for (const DtypeInfo& t : allDtypes()) {
@@ -130,37 +138,69 @@ const DtypeInfo* findDtype(std::string_view name) {
 
 void storeValue(const DtypeInfo& t, void* base, size_t index, double v) {
   switch (t.type) {
-    case strataInt8: storeAs(base, index, static_cast<int8_t>(static_cast<int64_t>(v))); break;
-    case strataUint8: storeAs(base, index, static_cast<uint8_t>(static_cast<int64_t>(v))); break;
-    case strataInt32: storeAs(base, index, static_cast<int32_t>(static_cast<int64_t>(v))); break;
-    case strataUint32: storeAs(base, index, static_cast<uint32_t>(static_cast<int64_t>(v))); break;
-    case strataInt64: storeAs(base, index, static_cast<int64_t>(v)); break;
-    case strataUint64: storeAs(base, index, static_cast<uint64_t>(static_cast<int64_t>(v))); break;
-    case strataFloat32: storeAs(base, index, static_cast<float>(v)); break;
-    case strataFloat64: storeAs(base, index, v); break;
+    case strataInt8:
+      storeAs(base, index, static_cast<int8_t>(static_cast<int64_t>(v)));
+      break;
+    case strataUint8:
+      storeAs(base, index, static_cast<uint8_t>(static_cast<int64_t>(v)));
+      break;
+    case strataInt32:
+      storeAs(base, index, static_cast<int32_t>(static_cast<int64_t>(v)));
+      break;
+    case strataUint32:
+      storeAs(base, index, static_cast<uint32_t>(static_cast<int64_t>(v)));
+      break;
+    case strataInt64:
+      storeAs(base, index, static_cast<int64_t>(v));
+      break;
+    case strataUint64:
+      storeAs(base, index, static_cast<uint64_t>(static_cast<int64_t>(v)));
+      break;
+    case strataFloat32:
+      storeAs(base, index, static_cast<float>(v));
+      break;
+    case strataFloat64:
+      storeAs(base, index, v);
+      break;
     case strataFloat16:
-    case strataBfloat16: storeAs(base, index, static_cast<uint16_t>(encodeNarrow(*formatOf(t.type), v))); break;
+    case strataBfloat16:
+      storeAs(base, index, static_cast<uint16_t>(encodeNarrow(*formatOf(t.type), v)));
+      break;
     case strataFloat8e4m3:
-    case strataFloat8e5m2: storeAs(base, index, static_cast<uint8_t>(encodeNarrow(*formatOf(t.type), v))); break;
-    default: break;
+    case strataFloat8e5m2:
+      storeAs(base, index, static_cast<uint8_t>(encodeNarrow(*formatOf(t.type), v)));
+      break;
+    default:
+      break;
   }
 }
 
 double loadValue(const DtypeInfo& t, const void* base, size_t index) {
   switch (t.type) {
-    case strataInt8: return loadAs<int8_t>(base, index);
-    case strataUint8: return loadAs<uint8_t>(base, index);
-    case strataInt32: return loadAs<int32_t>(base, index);
-    case strataUint32: return loadAs<uint32_t>(base, index);
-    case strataInt64: return static_cast<double>(loadAs<int64_t>(base, index));
-    case strataUint64: return static_cast<double>(loadAs<uint64_t>(base, index));
-    case strataFloat32: return loadAs<float>(base, index);
-    case strataFloat64: return loadAs<double>(base, index);
+    case strataInt8:
+      return loadAs<int8_t>(base, index);
+    case strataUint8:
+      return loadAs<uint8_t>(base, index);
+    case strataInt32:
+      return loadAs<int32_t>(base, index);
+    case strataUint32:
+      return loadAs<uint32_t>(base, index);
+    case strataInt64:
+      return static_cast<double>(loadAs<int64_t>(base, index));
+    case strataUint64:
+      return static_cast<double>(loadAs<uint64_t>(base, index));
+    case strataFloat32:
+      return loadAs<float>(base, index);
+    case strataFloat64:
+      return loadAs<double>(base, index);
     case strataFloat16:
-    case strataBfloat16: return decodeNarrow(*formatOf(t.type), loadAs<uint16_t>(base, index));
+    case strataBfloat16:
+      return decodeNarrow(*formatOf(t.type), loadAs<uint16_t>(base, index));
     case strataFloat8e4m3:
-    case strataFloat8e5m2: return decodeNarrow(*formatOf(t.type), loadAs<uint8_t>(base, index));
-    default: return NAN;
+    case strataFloat8e5m2:
+      return decodeNarrow(*formatOf(t.type), loadAs<uint8_t>(base, index));
+    default:
+      return NAN;
   }
 }
 

@@ -35,7 +35,8 @@ struct OpInfo {
   strataRedOp_t op;
   const char* name;
 };
-const OpInfo kOps[] = {{strataSum, "sum"}, {strataProd, "prod"}, {strataMax, "max"}, {strataMin, "min"}, {strataAvg, "avg"}};
+const OpInfo kOps[] = {
+    {strataSum, "sum"}, {strataProd, "prod"}, {strataMax, "max"}, {strataMin, "min"}, {strataAvg, "avg"}};
 
 struct Options {
   const CollSpec* coll = nullptr;
@@ -55,6 +56,7 @@ struct Options {
   std::string algo, transport, jsonPath, csvPath;
   bool progress = false;
   bool injectFault = false;
+  int showWrong = 0;
 };
 
 void printUsage(FILE* out) {
@@ -89,6 +91,7 @@ void printUsage(FILE* out) {
                "      --json FILE          also write the rows and a description of the run as JSON (rank 0)\n"
                "      --csv FILE           also write them as CSV (rank 0)\n"
                "      --progress           one line per finished size on stderr\n"
+               "      --show-wrong N       describe the first N wrong elements of each rank on stderr\n"
                "      --inject-fault       TEST ONLY: corrupt one result element after the first check run, so\n"
                "                           the check must report it (#wrong > 0, exit status 1)\n"
                "  -h, --help               show this help\n"
@@ -97,6 +100,7 @@ void printUsage(FILE* out) {
                "for reducescatter and alltoall the total sent), count the count argument of the call, time the\n"
                "median over the timed runs of the slowest rank, algbw = size / time, busbw = algbw x 2(n-1)/n\n"
                "(allreduce), (n-1)/n (reducescatter, allgather, alltoall) or 1 (broadcast, reduce, sendrecv).\n"
+               "In-place sendrecv (one buffer sent from and received into) is timed but not checked (#wrong N/A).\n"
                "Exit status: 0 if every check passed, 1 on a wrong result or a Strata error, 2 on bad usage.\n",
                collNames());
 }
@@ -127,12 +131,27 @@ bool parseSize(const char* text, size_t* out) {
   double unit = 1;
   if (!suffix.empty()) {
     switch (suffix[0]) {
-      case 'k': case 'K': unit = 1024.0; break;
-      case 'm': case 'M': unit = 1024.0 * 1024; break;
-      case 'g': case 'G': unit = 1024.0 * 1024 * 1024; break;
-      case 't': case 'T': unit = 1024.0 * 1024 * 1024 * 1024; break;
-      case 'b': case 'B': break;
-      default: return false;
+      case 'k':
+      case 'K':
+        unit = 1024.0;
+        break;
+      case 'm':
+      case 'M':
+        unit = 1024.0 * 1024;
+        break;
+      case 'g':
+      case 'G':
+        unit = 1024.0 * 1024 * 1024;
+        break;
+      case 't':
+      case 'T':
+        unit = 1024.0 * 1024 * 1024 * 1024;
+        break;
+      case 'b':
+      case 'B':
+        break;
+      default:
+        return false;
     }
     std::string rest = suffix.substr(unit == 1 ? 0 : 1);
     if (!rest.empty() && rest != "B" && rest != "b" && rest != "iB") return false;
@@ -174,20 +193,33 @@ Options parseOptions(int argc, char** argv) {
   opt.coll = findColl(first);
   if (opt.coll == nullptr) usageError("unknown collective '" + first + "' (expected one of " + collNames() + ")");
 
-  enum LongOnly { kAlgo = 1000, kTransport, kJson, kCsv, kProgress, kInjectFault };
+  enum LongOnly { kAlgo = 1000, kTransport, kJson, kCsv, kProgress, kInjectFault, kShowWrong };
   static const option kLongOptions[] = {
-      {"minbytes", required_argument, nullptr, 'b'},  {"maxbytes", required_argument, nullptr, 'e'},
-      {"stepbytes", required_argument, nullptr, 'i'}, {"stepfactor", required_argument, nullptr, 'f'},
-      {"iters", required_argument, nullptr, 'n'},     {"warmup_iters", required_argument, nullptr, 'w'},
-      {"check", required_argument, nullptr, 'c'},     {"datatype", required_argument, nullptr, 'd'},
-      {"op", required_argument, nullptr, 'o'},        {"root", required_argument, nullptr, 'r'},
-      {"timeout", required_argument, nullptr, 'T'},   {"nthreads", required_argument, nullptr, 't'},
-      {"ngpus", required_argument, nullptr, 'g'},     {"agg_iters", required_argument, nullptr, 'm'},
-      {"blocking", required_argument, nullptr, 'z'},  {"stream_null", required_argument, nullptr, 'y'},
-      {"algo", required_argument, nullptr, kAlgo},    {"transport", required_argument, nullptr, kTransport},
-      {"json", required_argument, nullptr, kJson},    {"csv", required_argument, nullptr, kCsv},
-      {"progress", no_argument, nullptr, kProgress},  {"inject-fault", no_argument, nullptr, kInjectFault},
-      {"help", no_argument, nullptr, 'h'},            {nullptr, 0, nullptr, 0},
+      {"minbytes", required_argument, nullptr, 'b'},
+      {"maxbytes", required_argument, nullptr, 'e'},
+      {"stepbytes", required_argument, nullptr, 'i'},
+      {"stepfactor", required_argument, nullptr, 'f'},
+      {"iters", required_argument, nullptr, 'n'},
+      {"warmup_iters", required_argument, nullptr, 'w'},
+      {"check", required_argument, nullptr, 'c'},
+      {"datatype", required_argument, nullptr, 'd'},
+      {"op", required_argument, nullptr, 'o'},
+      {"root", required_argument, nullptr, 'r'},
+      {"timeout", required_argument, nullptr, 'T'},
+      {"nthreads", required_argument, nullptr, 't'},
+      {"ngpus", required_argument, nullptr, 'g'},
+      {"agg_iters", required_argument, nullptr, 'm'},
+      {"blocking", required_argument, nullptr, 'z'},
+      {"stream_null", required_argument, nullptr, 'y'},
+      {"algo", required_argument, nullptr, kAlgo},
+      {"transport", required_argument, nullptr, kTransport},
+      {"json", required_argument, nullptr, kJson},
+      {"csv", required_argument, nullptr, kCsv},
+      {"progress", no_argument, nullptr, kProgress},
+      {"inject-fault", no_argument, nullptr, kInjectFault},
+      {"show-wrong", required_argument, nullptr, kShowWrong},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
   };
   // getopt sees the collective as the program name.
   int subArgc = argc - 1;
@@ -215,13 +247,15 @@ Options parseOptions(int argc, char** argv) {
         break;
       case 'f': {
         int f = 0;
-        if (!parseInt(optarg, 1, 1 << 20, &f)) usageError("-f/--stepfactor: expected an integer >= 1, got '" + arg + "'");
+        if (!parseInt(optarg, 1, 1 << 20, &f))
+          usageError("-f/--stepfactor: expected an integer >= 1, got '" + arg + "'");
         opt.stepFactor = static_cast<size_t>(f);
         factorGiven = true;
         break;
       }
       case 'n':
-        if (!parseInt(optarg, 1, 1 << 30, &opt.iters)) usageError("-n/--iters: expected an integer >= 1, got '" + arg + "'");
+        if (!parseInt(optarg, 1, 1 << 30, &opt.iters))
+          usageError("-n/--iters: expected an integer >= 1, got '" + arg + "'");
         break;
       case 'w':
         if (!parseInt(optarg, 0, 1 << 30, &opt.warmupIters)) {
@@ -229,10 +263,15 @@ Options parseOptions(int argc, char** argv) {
         }
         break;
       case 'c':
-        if (!parseInt(optarg, 0, 1 << 20, &opt.check)) usageError("-c/--check: expected an integer >= 0, got '" + arg + "'");
+        if (!parseInt(optarg, 0, 1 << 20, &opt.check))
+          usageError("-c/--check: expected an integer >= 0, got '" + arg + "'");
         break;
-      case 'd': opt.dtypeArg = arg; break;
-      case 'o': opt.opArg = arg; break;
+      case 'd':
+        opt.dtypeArg = arg;
+        break;
+      case 'o':
+        opt.opArg = arg;
+        break;
       case 'r':
         if (!parseInt(optarg, 0, 1 << 30, &opt.root)) usageError("-r/--root: expected a rank >= 0, got '" + arg + "'");
         break;
@@ -245,30 +284,47 @@ Options parseOptions(int argc, char** argv) {
       case 'g':
       case 'm':
         if (!parseInt(optarg, 1, 1, &one)) {
-          usageError(std::string("-") + static_cast<char>(c) + ": strata-perf runs one rank per process (only 1 is supported), got '" + arg + "'");
+          usageError(std::string("-") + static_cast<char>(c) +
+                     ": strata-perf runs one rank per process (only 1 is supported), got '" + arg + "'");
         }
         break;
       case 'z':
       case 'y':
-        if (!parseInt(optarg, 0, 1, &ignored)) usageError(std::string("-") + static_cast<char>(c) + ": expected 0 or 1, got '" + arg + "'");
+        if (!parseInt(optarg, 0, 1, &ignored))
+          usageError(std::string("-") + static_cast<char>(c) + ": expected 0 or 1, got '" + arg + "'");
         break;
       case kAlgo:
         if (arg.empty()) usageError("--algo needs a name");
         opt.algo = arg;
         break;
       case kTransport:
-        if (arg != "shm" && arg != "tcp" && arg != "auto") usageError("--transport: expected shm, tcp or auto, got '" + arg + "'");
+        if (arg != "shm" && arg != "tcp" && arg != "auto")
+          usageError("--transport: expected shm, tcp or auto, got '" + arg + "'");
         opt.transport = arg;
         break;
-      case kJson: opt.jsonPath = arg; break;
-      case kCsv: opt.csvPath = arg; break;
-      case kProgress: opt.progress = true; break;
-      case kInjectFault: opt.injectFault = true; break;
+      case kJson:
+        opt.jsonPath = arg;
+        break;
+      case kCsv:
+        opt.csvPath = arg;
+        break;
+      case kProgress:
+        opt.progress = true;
+        break;
+      case kInjectFault:
+        opt.injectFault = true;
+        break;
+      case kShowWrong:
+        if (!parseInt(optarg, 0, 1 << 30, &opt.showWrong))
+          usageError("--show-wrong: expected a count >= 0, got '" + arg + "'");
+        break;
       case 'h':
         printUsage(stdout);
         std::exit(0);
-      case ':': usageError(std::string("option '") + subArgv[optind - 1] + "' needs a value");
-      default: usageError(std::string("unknown option '") + subArgv[optind - 1] + "'");
+      case ':':
+        usageError(std::string("option '") + subArgv[optind - 1] + "' needs a value");
+      default:
+        usageError(std::string("unknown option '") + subArgv[optind - 1] + "'");
     }
   }
   if (optind < subArgc) usageError(std::string("unexpected argument '") + subArgv[optind] + "'");
@@ -349,9 +405,8 @@ class PerfRun {
             printTableRow(stdout, row);
             std::fflush(stdout);
             if (opt_.progress) {
-              std::fprintf(stderr, "strata-perf: %s %s %s: %zu bytes done (%zu/%zu), %.2f / %.2f us\n",
-                           opt_.coll->name, type->name, op.name, row.bytes, done, nsizes, row.outOfPlace.timeUs,
-                           row.inPlace.timeUs);
+              std::fprintf(stderr, "strata-perf: %s %s %s: %zu bytes done (%zu/%zu), %.2f / %.2f us\n", opt_.coll->name,
+                           type->name, op.name, row.bytes, done, nsizes, row.outOfPlace.timeUs, row.inPlace.timeUs);
             }
           }
           rows_.push_back(std::move(row));
@@ -379,6 +434,9 @@ class PerfRun {
         exitCode = kExitFailure;
       }
     }
+    // No rank leaves before rank 0 has written everything: a launcher that sees one rank fail (a wrong
+    // result fails every rank) terminates the others.
+    check(strataBarrier(comm_, nullptr), "strataBarrier");
     check(strataCommDestroy(comm_), "strataCommDestroy");
     comm_ = nullptr;
     std::free(sendbuff_);
@@ -392,7 +450,8 @@ class PerfRun {
     if (opt_.timeoutSec > 0) setenv("STRATA_TIMEOUT_MS", std::to_string(opt_.timeoutSec * 1000LL).c_str(), 1);
     if (!opt_.transport.empty()) setenv("STRATA_TRANSPORT", opt_.transport.c_str(), 1);
     if (!opt_.algo.empty()) {
-      std::string spec = opt_.algo.find(':') != std::string::npos ? opt_.algo : std::string(opt_.coll->name) + ":" + opt_.algo;
+      std::string spec =
+          opt_.algo.find(':') != std::string::npos ? opt_.algo : std::string(opt_.coll->name) + ":" + opt_.algo;
       setenv("STRATA_ALGO", spec.c_str(), 1);
     }
   }
@@ -506,7 +565,8 @@ class PerfRun {
   }
 
   Row measureRow(const DtypeInfo& type, const OpInfo& op, size_t bytes) {
-    CheckContext ctx{opt_.coll, &type, op.op, opt_.root, rank_, nranks_, layoutFor(opt_.coll->kind, bytes, type.size, nranks_)};
+    CheckContext ctx{
+        opt_.coll, &type, op.op, opt_.root, rank_, nranks_, layoutFor(opt_.coll->kind, bytes, type.size, nranks_)};
     Row row;
     row.bytes = ctx.layout.reportedBytes(type.size);
     row.count = ctx.layout.paramCount;
@@ -530,6 +590,8 @@ class PerfRun {
     };
 
     Measurement m;
+    // In place, sendrecv sends from and receives into one buffer; Strata stages such sends, so the
+    // result is defined and checked like every other.
     if (opt_.check > 0) {
       m.wrong = 0;
       for (int c = 0; c < opt_.check; ++c) {
@@ -538,10 +600,12 @@ class PerfRun {
         ResultRegion result = resultRegion(ctx, recvbuff_, inPlace);
         const int faultRank = opt_.coll->kind == CollKind::kReduce ? ctx.root : 0;
         if (opt_.injectFault && !faultInjected_ && rank_ == faultRank && result.count > 0) {
-          static_cast<unsigned char*>(result.data)[0] ^= 0x40;  // changes the value in every type
+          // Far enough off to fail any tolerance: doubled, or moved by 1 when small.
+          const double got = loadValue(*ctx.type, result.data, 0);
+          storeValue(*ctx.type, result.data, 0, got + std::max(1.0, std::fabs(got)));
           faultInjected_ = true;
         }
-        m.wrong = sumOverRanks(countWrong(ctx, result));
+        m.wrong = sumOverRanks(countWrong(ctx, result, opt_.showWrong));
         if (m.wrong != 0) break;
       }
     }
@@ -575,13 +639,20 @@ class PerfRun {
   }
   static const char* callNameOf(CollKind kind) {
     switch (kind) {
-      case CollKind::kAllReduce: return "strataAllReduce";
-      case CollKind::kReduceScatter: return "strataReduceScatter";
-      case CollKind::kAllGather: return "strataAllGather";
-      case CollKind::kBroadcast: return "strataBroadcast";
-      case CollKind::kReduce: return "strataReduce";
-      case CollKind::kAllToAll: return "strataAllToAll";
-      case CollKind::kSendRecv: return "strataSend/strataRecv";
+      case CollKind::kAllReduce:
+        return "strataAllReduce";
+      case CollKind::kReduceScatter:
+        return "strataReduceScatter";
+      case CollKind::kAllGather:
+        return "strataAllGather";
+      case CollKind::kBroadcast:
+        return "strataBroadcast";
+      case CollKind::kReduce:
+        return "strataReduce";
+      case CollKind::kAllToAll:
+        return "strataAllToAll";
+      case CollKind::kSendRecv:
+        return "strataSend/strataRecv";
     }
     return "?";
   }

@@ -205,8 +205,8 @@ void writeAll(int fd, const char* buf, size_t len) {
 
 // One output stream (stdout or stderr) of one rank, captured through a pipe and re-emitted line by line.
 struct PrefixedStream {
-  int fd = -1;      // read end; -1 once closed
-  int outFd = 1;    // where prefixed lines go
+  int fd = -1;    // read end; -1 once closed
+  int outFd = 1;  // where prefixed lines go
   std::string pending;
 
   void emit(const std::string& prefix, const char* data, size_t len) {
@@ -268,8 +268,8 @@ class Launcher {
     setupSignals();
     buildBaseEnv();
     if (opt_.timeoutSec) {
-      timeoutAt_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(*opt_.timeoutSec));
+      timeoutAt_ =
+          Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*opt_.timeoutSec));
     }
     for (int r = 0; r < opt_.nranks; ++r) {
       if (!spawn(r)) {
@@ -296,8 +296,8 @@ class Launcher {
   }
 
   void buildBaseEnv() {
-    static const char* const kOwned[] = {"RANK=",        "WORLD_SIZE=",  "LOCAL_RANK=",    "LOCAL_WORLD_SIZE=",
-                                         "GROUP_RANK=",  "MASTER_ADDR=", "MASTER_PORT=",   "STRATA_SECRET="};
+    static const char* const kOwned[] = {"RANK=",       "WORLD_SIZE=",  "LOCAL_RANK=",  "LOCAL_WORLD_SIZE=",
+                                         "GROUP_RANK=", "MASTER_ADDR=", "MASTER_PORT=", "STRATA_SECRET="};
     for (char** e = environ; *e; ++e) {
       bool owned = false;
       for (const char* k : kOwned) owned = owned || std::strncmp(*e, k, std::strlen(k)) == 0;
@@ -422,10 +422,9 @@ class Launcher {
     if (failed || state_ != RunState::kRunning) ::kill(-rank.pid, SIGTERM);
     if (!failed || state_ != RunState::kRunning) return;
     int others = runningCount();
-    std::string what = WIFEXITED(status)
-                           ? "exited with status " + std::to_string(WEXITSTATUS(status))
-                           : "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
-                                 strsignal(WTERMSIG(status)) + ")";
+    std::string what = WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                         : "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                                               strsignal(WTERMSIG(status)) + ")";
     if (forwardedSignal_ != 0) {
       // The user asked the job to stop; a rank dying of it is expected, not news.
     } else if (others > 0) {

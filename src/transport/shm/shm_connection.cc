@@ -138,15 +138,17 @@ class ShmSegment {
     struct stat st;
     if (fstat(fd, &st) != 0) STRATA_THROW_SYS(strprintf("rank %d: fstat(%s)", me, name.c_str()));
     if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
-      throw RemoteError(strprintf("rank %d: shared memory segment %s of rank %d has owner %u mode %03o, expected "
-                                  "owner %u mode 0600",
-                                  me, name.c_str(), peer, static_cast<unsigned>(st.st_uid),
-                                  static_cast<unsigned>(st.st_mode & 0777), static_cast<unsigned>(geteuid())));
+      throw RemoteError(
+          strprintf("rank %d: shared memory segment %s of rank %d has owner %u mode %03o, expected "
+                    "owner %u mode 0600",
+                    me, name.c_str(), peer, static_cast<unsigned>(st.st_uid), static_cast<unsigned>(st.st_mode & 0777),
+                    static_cast<unsigned>(geteuid())));
     }
     if (static_cast<size_t>(st.st_size) < bytes) {
-      throw InvalidUsage(strprintf("rank %d: the FIFO of rank %d has %lld bytes, expected %zu: the ranks have "
-                                   "different STRATA_PIECE_BYTES or STRATA_NSLOTS",
-                                   me, peer, static_cast<long long>(st.st_size), bytes));
+      throw InvalidUsage(
+          strprintf("rank %d: the FIFO of rank %d has %lld bytes, expected %zu: the ranks have "
+                    "different STRATA_PIECE_BYTES or STRATA_NSLOTS",
+                    me, peer, static_cast<long long>(st.st_size), bytes));
     }
     seg.map(fd, bytes, me);
     // Pre-fault this side's page tables too (reads map shmem pages writable on a shared mapping).
@@ -223,8 +225,8 @@ class ShmConnection final : public Connection {
 
   void* trySendReserve(size_t bytes) override {
     if (bytes > pieceBytes_) {
-      throw InternalError(strprintf("rank %d: a %zu-byte message to rank %d exceeds STRATA_PIECE_BYTES=%zu", me_,
-                                    bytes, peer_, pieceBytes_));
+      throw InternalError(strprintf("rank %d: a %zu-byte message to rank %d exceeds STRATA_PIECE_BYTES=%zu", me_, bytes,
+                                    peer_, pieceBytes_));
     }
     if (txHead_ - txTailCache_ >= nslots_) {
       txTailCache_ = tx_->tail.load(std::memory_order_acquire);
@@ -239,8 +241,8 @@ class ShmConnection final : public Connection {
 
   void sendCommit(size_t bytes) override {
     if (!reserved_ || bytes > pieceBytes_) {
-      throw InternalError(strprintf("rank %d: sendCommit(%zu) to rank %d without a matching trySendReserve", me_,
-                                    bytes, peer_));
+      throw InternalError(
+          strprintf("rank %d: sendCommit(%zu) to rank %d without a matching trySendReserve", me_, bytes, peer_));
     }
     ShmSlotHeader* h = slotHeader(txSlots_, stride_, txSlot_);
     h->size = bytes;
@@ -263,15 +265,17 @@ class ShmConnection final : public Connection {
     const ShmSlotHeader* h = slotHeader(rxSlots_, stride_, rxSlot_);
     const uint64_t size = h->size;
     if (h->seq != rxTail_ || size > pieceBytes_) {
-      throw RemoteError(strprintf("rank %d: corrupted shm FIFO from rank %d (message %llu has sequence %llu, "
-                                  "size %llu)",
-                                  me_, peer_, static_cast<unsigned long long>(rxTail_),
-                                  static_cast<unsigned long long>(h->seq), static_cast<unsigned long long>(size)));
+      throw RemoteError(
+          strprintf("rank %d: corrupted shm FIFO from rank %d (message %llu has sequence %llu, "
+                    "size %llu)",
+                    me_, peer_, static_cast<unsigned long long>(rxTail_), static_cast<unsigned long long>(h->seq),
+                    static_cast<unsigned long long>(size)));
     }
     if (size != bytes) {
-      throw InvalidUsage(strprintf("rank %d expected a %zu-byte message from rank %d but got %llu bytes: the ranks "
-                                   "called different collectives or counts",
-                                   me_, bytes, peer_, static_cast<unsigned long long>(size)));
+      throw InvalidUsage(
+          strprintf("rank %d expected a %zu-byte message from rank %d but got %llu bytes: the ranks "
+                    "called different collectives or counts",
+                    me_, bytes, peer_, static_cast<unsigned long long>(size)));
     }
     return h + 1;
   }
@@ -315,9 +319,10 @@ class ShmConnection final : public Connection {
   }
 
   [[noreturn]] void throwClosed() const {
-    throw RemoteError(strprintf("rank %d (pid %d) closed its shm connection to rank %d while rank %d still "
-                                "needed it: the ranks ran different collectives, or rank %d was destroyed early",
-                                peer_, static_cast<int>(peerPid_), me_, me_, peer_));
+    throw RemoteError(
+        strprintf("rank %d (pid %d) closed its shm connection to rank %d while rank %d still "
+                  "needed it: the ranks ran different collectives, or rank %d was destroyed early",
+                  peer_, static_cast<int>(peerPid_), me_, me_, peer_));
   }
 
   ShmSegment recvSeg_, sendSeg_;
@@ -345,14 +350,14 @@ std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& con
   using namespace shm;
   const int me = exchange.rank();
   if (peer < 0 || peer >= exchange.size() || peer == me) {
-    throw InvalidArgument(strprintf("rank %d: no shm connection possible to rank %d of %d", me, peer,
-                                    exchange.size()));
+    throw InvalidArgument(strprintf("rank %d: no shm connection possible to rank %d of %d", me, peer, exchange.size()));
   }
   if (config.pieceBytes == 0 || config.pieceBytes > (size_t{1} << 36) || config.nslots < 1 ||
       config.nslots > (1 << 16)) {
-    throw InvalidArgument(strprintf("rank %d: shm needs 0 < STRATA_PIECE_BYTES <= 2^36 and 1 <= STRATA_NSLOTS <= "
-                                    "65536, got %zu and %d",
-                                    me, config.pieceBytes, config.nslots));
+    throw InvalidArgument(
+        strprintf("rank %d: shm needs 0 < STRATA_PIECE_BYTES <= 2^36 and 1 <= STRATA_NSLOTS <= "
+                  "65536, got %zu and %d",
+                  me, config.pieceBytes, config.nslots));
   }
   const uint32_t nslots = static_cast<uint32_t>(config.nslots);
   const size_t bytes = fifoHeaderBytes() + fifoSlotStride(config.pieceBytes) * nslots;
@@ -393,11 +398,14 @@ std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& con
                                   peerName.c_str(), peer));
     }
     if (ph->pieceBytes != config.pieceBytes || ph->nslots != nslots) {
-      throw InvalidUsage(strprintf("rank %d has STRATA_PIECE_BYTES=%zu STRATA_NSLOTS=%u but rank %d has %llu and "
-                                   "%u: every rank needs the same settings",
-                                   me, config.pieceBytes, nslots, peer,
-                                   static_cast<unsigned long long>(ph->pieceBytes), ph->nslots));
+      throw InvalidUsage(
+          strprintf("rank %d has STRATA_PIECE_BYTES=%zu STRATA_NSLOTS=%u but rank %d has %llu and "
+                    "%u: every rank needs the same settings",
+                    me, config.pieceBytes, nslots, peer, static_cast<unsigned long long>(ph->pieceBytes), ph->nslots));
     }
+    // Both ranks unlink both names: whichever runs first wins, so a rank that dies right after sending its
+    // name leaves nothing behind either.
+    shm_unlink(peerName.c_str());
   } catch (const std::exception& e) {
     failure = std::current_exception();
     failureText = e.what();
@@ -412,14 +420,13 @@ std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& con
   if (failure) std::rethrow_exception(failure);
   if (peerAck.empty() || peerAck[0] != kAckMapped) {
     std::string why = peerAck.size() > 1 ? std::string(peerAck.begin() + 1, peerAck.end()) : "no reason given";
-    throw RemoteError(strprintf("rank %d: rank %d could not map the shm FIFO of rank %d: %s", me, peer, me,
-                                why.c_str()));
+    throw RemoteError(
+        strprintf("rank %d: rank %d could not map the shm FIFO of rank %d: %s", me, peer, me, why.c_str()));
   }
 
   STRATA_INFO(kLogShm, "rank %d <-> rank %d: shm connection, %u slots of %zu bytes each way", me, peer, nslots,
               config.pieceBytes);
-  return std::make_unique<ShmConnection>(std::move(recvSeg), std::move(sendSeg), me, peer, config.pieceBytes,
-                                         nslots);
+  return std::make_unique<ShmConnection>(std::move(recvSeg), std::move(sendSeg), me, peer, config.pieceBytes, nslots);
 }
 
 }  // namespace strata

@@ -30,13 +30,13 @@ struct alignas(kLinePair) ShmFifoHeader {
   // Written once by the creator (the receiving rank) before the segment's name is published.
   uint64_t magic;
   uint32_t version;
-  int32_t creatorPid;      // the receiving rank's process, for liveness checks
-  uint64_t creatorPidNs;   // inode of the creator's pid namespace: pids only compare within one
+  int32_t creatorPid;     // the receiving rank's process, for liveness checks
+  uint64_t creatorPidNs;  // inode of the creator's pid namespace: pids only compare within one
   uint64_t commId;
   uint64_t pieceBytes;
-  uint64_t slotStride;     // bytes from one slot to the next (64-byte multiple)
+  uint64_t slotStride;  // bytes from one slot to the next (64-byte multiple)
   uint32_t nslots;
-  int32_t receiverRank;    // creator
+  int32_t receiverRank;  // creator
   int32_t senderRank;
   uint32_t tag;
 

@@ -122,8 +122,8 @@ class TcpConnection final : public Connection {
 
   void* trySendReserve(size_t bytes) override {
     if (bytes > pieceBytes_) {
-      throw InternalError(strprintf("rank %d: a %zu-byte message to rank %d exceeds STRATA_PIECE_BYTES=%zu", me_,
-                                    bytes, peer_, pieceBytes_));
+      throw InternalError(strprintf("rank %d: a %zu-byte message to rank %d exceeds STRATA_PIECE_BYTES=%zu", me_, bytes,
+                                    peer_, pieceBytes_));
     }
     if (sendHead_ - sendTail_ >= nslots_) {
       for (auto& s : socks_) flushSock(s);
@@ -136,8 +136,8 @@ class TcpConnection final : public Connection {
 
   void sendCommit(size_t bytes) override {
     if (!reserved_ || bytes > pieceBytes_) {
-      throw InternalError(strprintf("rank %d: sendCommit(%zu) to rank %d without a matching trySendReserve", me_,
-                                    bytes, peer_));
+      throw InternalError(
+          strprintf("rank %d: sendCommit(%zu) to rank %d without a matching trySendReserve", me_, bytes, peer_));
     }
     reserved_ = false;
     const uint64_t slot = sendHead_ % nslots_;
@@ -162,9 +162,10 @@ class TcpConnection final : public Connection {
     }
     const uint64_t size = recvHdr_[slot].size;
     if (size != bytes) {
-      throw InvalidUsage(strprintf("rank %d expected a %zu-byte message from rank %d but got %llu bytes: the ranks "
-                                   "called different collectives or counts",
-                                   me_, bytes, peer_, static_cast<unsigned long long>(size)));
+      throw InvalidUsage(
+          strprintf("rank %d expected a %zu-byte message from rank %d but got %llu bytes: the ranks "
+                    "called different collectives or counts",
+                    me_, bytes, peer_, static_cast<unsigned long long>(size)));
     }
     return recvPayload(slot);
   }
@@ -193,11 +194,9 @@ class TcpConnection final : public Connection {
 
   void checkPeer() override {
     progress();
-    // A closed socket only matters once every message that came before the close is consumed.
-    if (recvReady_[recvHead_ % nslots_]) return;
-    for (auto& s : socks_) {
-      if (s.eof) throwBroken(s);
-    }
+    // A close only matters once the socket that carries the next message has delivered all it had.
+    const Sock& next = socks_[recvHead_ % nsocks_];
+    if (next.eof && !recvReady_[recvHead_ % nslots_]) throwBroken(next);
   }
 
   int peer() const override { return peer_; }
@@ -222,8 +221,8 @@ class TcpConnection final : public Connection {
       throw RemoteError(strprintf("rank %d: connection to rank %d (%s) failed: %s: peer exited?", me_, peer_,
                                   peerAddr_.c_str(), std::strerror(s.err)));
     }
-    throw RemoteError(strprintf("rank %d: connection to rank %d (%s) closed: peer exited?", me_, peer_,
-                                peerAddr_.c_str()));
+    throw RemoteError(
+        strprintf("rank %d: connection to rank %d (%s) closed: peer exited?", me_, peer_, peerAddr_.c_str()));
   }
 
   void advanceSendTail() {
@@ -307,9 +306,10 @@ class TcpConnection final : public Connection {
       }
       if (r == 0) {
         if (s.recvGot != 0) {
-          throw RemoteError(strprintf("rank %d: connection to rank %d (%s) closed in the middle of a message: peer "
-                                      "exited?",
-                                      me_, peer_, peerAddr_.c_str()));
+          throw RemoteError(
+              strprintf("rank %d: connection to rank %d (%s) closed in the middle of a message: peer "
+                        "exited?",
+                        me_, peer_, peerAddr_.c_str()));
         }
         s.eof = true;
         break;
@@ -332,11 +332,11 @@ class TcpConnection final : public Connection {
         r -= take;
         if (s.recvGot < kHdr) return;
         if (h.seq != s.recvMsg || h.size > pieceBytes_) {
-          throw RemoteError(strprintf("rank %d: corrupted stream from rank %d (%s): message %llu has sequence "
-                                      "%llu and size %llu",
-                                      me_, peer_, peerAddr_.c_str(), static_cast<unsigned long long>(s.recvMsg),
-                                      static_cast<unsigned long long>(h.seq),
-                                      static_cast<unsigned long long>(h.size)));
+          throw RemoteError(
+              strprintf("rank %d: corrupted stream from rank %d (%s): message %llu has sequence "
+                        "%llu and size %llu",
+                        me_, peer_, peerAddr_.c_str(), static_cast<unsigned long long>(s.recvMsg),
+                        static_cast<unsigned long long>(h.seq), static_cast<unsigned long long>(h.size)));
         }
       }
       const size_t total = kHdr + h.size;
@@ -393,10 +393,11 @@ std::vector<Fd> acceptPeer(const Fd& listener, const std::string& listenAddr, co
 
   while (have < nsocks) {
     if (Clock::now() >= deadline) {
-      throw TimeoutError(strprintf("rank %d: rank %d connected %zu of %zu tcp sockets to %s within "
-                                   "STRATA_TIMEOUT_MS=%lld%s%s",
-                                   me, peer, have, nsocks, listenAddr.c_str(), static_cast<long long>(config.timeoutMs),
-                                   lastRefusal.empty() ? "" : "; last ", lastRefusal.c_str()));
+      throw TimeoutError(
+          strprintf("rank %d: rank %d connected %zu of %zu tcp sockets to %s within "
+                    "STRATA_TIMEOUT_MS=%lld%s%s",
+                    me, peer, have, nsocks, listenAddr.c_str(), static_cast<long long>(config.timeoutMs),
+                    lastRefusal.empty() ? "" : "; last ", lastRefusal.c_str()));
     }
     std::vector<pollfd> pfds;
     pfds.push_back({listener.get(), POLLIN, 0});
@@ -424,14 +425,15 @@ std::vector<Fd> acceptPeer(const Fd& listener, const std::string& listenAddr, co
       } else if (helloMac(exchange.secret(), p.challenge, h) != h.mac) {
         refuse(p, "wrong MAC (not started with this job's unique id / secret)");
       } else if (h.commId != exchange.commId() || h.fromRank != peer || h.toRank != me || h.tag != tag) {
-        refuse(p, strprintf("hello for communicator %016llx rank %d -> %d tag %u", static_cast<unsigned long long>(h.commId),
-                            h.fromRank, h.toRank, h.tag));
+        refuse(p, strprintf("hello for communicator %016llx rank %d -> %d tag %u",
+                            static_cast<unsigned long long>(h.commId), h.fromRank, h.toRank, h.tag));
       } else if (h.nsocks != nsocks || h.nslots != static_cast<uint32_t>(config.nslots) ||
                  h.pieceBytes != config.pieceBytes) {
-        throw InvalidUsage(strprintf("rank %d has STRATA_NSOCKS=%zu STRATA_NSLOTS=%d STRATA_PIECE_BYTES=%zu but rank %d "
-                                     "has %u, %u and %llu: every rank needs the same settings",
-                                     me, nsocks, config.nslots, config.pieceBytes, peer, h.nsocks, h.nslots,
-                                     static_cast<unsigned long long>(h.pieceBytes)));
+        throw InvalidUsage(
+            strprintf("rank %d has STRATA_NSOCKS=%zu STRATA_NSLOTS=%d STRATA_PIECE_BYTES=%zu but rank %d "
+                      "has %u, %u and %llu: every rank needs the same settings",
+                      me, nsocks, config.nslots, config.pieceBytes, peer, h.nsocks, h.nslots,
+                      static_cast<unsigned long long>(h.pieceBytes)));
       } else if (h.sockIndex >= nsocks || socks[h.sockIndex]) {
         refuse(p, strprintf("bad or repeated socket index %u", h.sockIndex));
       } else {
@@ -539,14 +541,14 @@ std::unique_ptr<Connection> connectTcp(PeerExchange& exchange, const Config& con
   using namespace tcp;
   const int me = exchange.rank();
   if (peer < 0 || peer >= exchange.size() || peer == me) {
-    throw InvalidArgument(strprintf("rank %d: no tcp connection possible to rank %d of %d", me, peer,
-                                    exchange.size()));
+    throw InvalidArgument(strprintf("rank %d: no tcp connection possible to rank %d of %d", me, peer, exchange.size()));
   }
   if (config.pieceBytes == 0 || config.pieceBytes > (size_t{1} << 36) || config.nslots < 1 ||
       config.nslots > (1 << 16) || config.nsocks < 1 || config.nsocks > 64) {
-    throw InvalidArgument(strprintf("rank %d: tcp needs 0 < STRATA_PIECE_BYTES <= 2^36, 1 <= STRATA_NSLOTS <= 65536 "
-                                    "and 1 <= STRATA_NSOCKS <= 64, got %zu, %d and %d",
-                                    me, config.pieceBytes, config.nslots, config.nsocks));
+    throw InvalidArgument(
+        strprintf("rank %d: tcp needs 0 < STRATA_PIECE_BYTES <= 2^36, 1 <= STRATA_NSLOTS <= 65536 "
+                  "and 1 <= STRATA_NSOCKS <= 64, got %zu, %d and %d",
+                  me, config.pieceBytes, config.nslots, config.nsocks));
   }
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::max<int64_t>(1, config.timeoutMs));
   std::string peerAddr;

@@ -1,0 +1,180 @@
+// The C ABI's argument checking and error reporting, and collectives between ranks that are threads of
+// this process (shm between threads works the same as between processes).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/strata.h"
+#include "strata/strata.hpp"
+
+namespace {
+
+strataComm_t oneRankComm() {
+  strataUniqueId id;
+  EXPECT_EQ(strataGetUniqueId(&id), strataSuccess);
+  strataComm_t comm = nullptr;
+  EXPECT_EQ(strataCommInitRank(&comm, 1, id, 0), strataSuccess) << strataGetLastError(nullptr);
+  return comm;
+}
+
+TEST(CApi, VersionAndErrorStrings) {
+  int v = 0;
+  EXPECT_EQ(strataGetVersion(&v), strataSuccess);
+  EXPECT_EQ(v, STRATA_VERSION_CODE);
+  EXPECT_EQ(strataGetVersion(nullptr), strataInvalidArgument);
+  for (int r = 0; r < strataNumResults; ++r) EXPECT_STRNE(strataGetErrorString(static_cast<strataResult_t>(r)), "");
+  EXPECT_STREQ(strataGetErrorString(strataSuccess), "no error");
+}
+
+TEST(CApi, EnumValuesMatchNccl) {
+  EXPECT_EQ(strataInvalidArgument, 4);
+  EXPECT_EQ(strataInProgress, 7);
+  EXPECT_EQ(strataTimeout, 8);
+  EXPECT_EQ(strataBfloat16, 9);
+  EXPECT_EQ(strataFloat8e5m2, 11);
+  EXPECT_EQ(strataAvg, 4);
+  EXPECT_EQ(sizeof(strataUniqueId), 128u);
+}
+
+TEST(CApi, InitRejectsBadArguments) {
+  strataUniqueId id;
+  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  strataComm_t comm;
+  EXPECT_EQ(strataCommInitRank(&comm, 0, id, 0), strataInvalidArgument);
+  EXPECT_NE(std::string(strataGetLastError(nullptr)).find("nranks"), std::string::npos);
+  EXPECT_EQ(strataCommInitRank(&comm, 2, id, 2), strataInvalidArgument);
+  EXPECT_EQ(strataCommInitRank(nullptr, 1, id, 0), strataInvalidArgument);
+  strataUniqueId garbage;
+  std::memset(&garbage, 0x5a, sizeof(garbage));
+  EXPECT_EQ(strataCommInitRank(&comm, 1, garbage, 0), strataInvalidArgument);
+}
+
+TEST(CApi, CollectivesRejectBadArguments) {
+  strataComm_t comm = oneRankComm();
+  float x[4] = {1, 2, 3, 4}, y[4];
+  EXPECT_EQ(strataAllReduce(nullptr, y, 4, strataFloat32, strataSum, comm, nullptr), strataInvalidArgument);
+  EXPECT_NE(std::string(strataGetLastError(comm)).find("sendbuff is NULL"), std::string::npos);
+  EXPECT_EQ(strataAllReduce(x, nullptr, 4, strataFloat32, strataSum, comm, nullptr), strataInvalidArgument);
+  // NULL buffers are fine with count 0.
+  EXPECT_EQ(strataAllReduce(nullptr, nullptr, 0, strataFloat32, strataSum, comm, nullptr), strataSuccess);
+  EXPECT_EQ(strataAllReduce(x, y, 4, static_cast<strataDataType_t>(42), strataSum, comm, nullptr),
+            strataInvalidArgument);
+  EXPECT_NE(std::string(strataGetLastError(comm)).find("datatype 42"), std::string::npos);
+  EXPECT_EQ(strataAllReduce(x, y, 4, strataFloat32, static_cast<strataRedOp_t>(77), comm, nullptr),
+            strataInvalidArgument);
+  EXPECT_EQ(strataBroadcast(x, y, 4, strataFloat32, 1, comm, nullptr), strataInvalidArgument);
+  EXPECT_NE(std::string(strataGetLastError(comm)).find("root 1"), std::string::npos);
+  EXPECT_EQ(strataReduce(x, y, 4, strataFloat32, strataSum, -1, comm, nullptr), strataInvalidArgument);
+  EXPECT_EQ(strataSend(x, 4, strataFloat32, 3, comm, nullptr), strataInvalidArgument);
+  EXPECT_EQ(strataRecv(y, 4, strataFloat32, -2, comm, nullptr), strataInvalidArgument);
+  EXPECT_EQ(strataAllGather(x, y, std::numeric_limits<size_t>::max() / 2, strataFloat32, comm, nullptr),
+            strataInvalidArgument);
+  EXPECT_NE(std::string(strataGetLastError(comm)).find("overflow"), std::string::npos);
+  // Partially overlapping buffers that are not NCCL's in-place layout.
+  EXPECT_EQ(strataAllReduce(x, x + 1, 3, strataFloat32, strataSum, comm, nullptr), strataInvalidArgument);
+  // A CUDA stream on a build without CUDA.
+  int fake = 0;
+  EXPECT_EQ(strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, &fake), strataUnhandledCudaError);
+  // Self send outside a group cannot complete.
+  EXPECT_EQ(strataSend(x, 4, strataFloat32, 0, comm, nullptr), strataInvalidUsage);
+  // The communicator is still usable after argument errors.
+  EXPECT_EQ(strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, nullptr), strataSuccess);
+  EXPECT_EQ(y[3], 4.0f);
+  strataResult_t async = strataInternalError;
+  EXPECT_EQ(strataCommGetAsyncError(comm, &async), strataSuccess);
+  EXPECT_EQ(async, strataSuccess);
+  EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
+}
+
+TEST(CApi, DestroyedCommunicatorIsRejected) {
+  strataComm_t comm = oneRankComm();
+  ASSERT_EQ(strataCommDestroy(comm), strataSuccess);
+  float x = 1, y = 0;
+  EXPECT_EQ(strataAllReduce(&x, &y, 1, strataFloat32, strataSum, comm, nullptr), strataInvalidUsage);
+  EXPECT_EQ(strataCommDestroy(comm), strataInvalidUsage);
+  int n = 0;
+  EXPECT_EQ(strataCommCount(comm, &n), strataInvalidUsage);
+  EXPECT_EQ(strataCommCount(nullptr, &n), strataInvalidUsage);
+}
+
+TEST(CApi, GroupsAndAsyncWork) {
+  strataComm_t comm = oneRankComm();
+  int a[3] = {1, 2, 3}, b[3] = {0, 0, 0}, c[3] = {0, 0, 0};
+  ASSERT_EQ(strataGroupStart(), strataSuccess);
+  ASSERT_EQ(strataSend(a, 3, strataInt32, 0, comm, nullptr), strataSuccess);
+  ASSERT_EQ(strataRecv(b, 3, strataInt32, 0, comm, nullptr), strataSuccess);
+  ASSERT_EQ(strataAllReduce(a, c, 3, strataInt32, strataSum, comm, nullptr), strataSuccess);
+  strataWork_t work = nullptr;
+  ASSERT_EQ(strataGroupEndAsync(&work), strataSuccess);
+  EXPECT_EQ(strataWorkWait(work, -1), strataSuccess);
+  int done = 0;
+  EXPECT_EQ(strataWorkTest(work, &done), strataSuccess);
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(strataWorkFree(work), strataSuccess);
+  EXPECT_EQ(b[2], 3);
+  EXPECT_EQ(c[1], 2);
+  EXPECT_EQ(strataGroupEnd(), strataInvalidUsage);  // no open group
+  EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
+}
+
+TEST(CApi, PreMulSumAndAvgOnOneRank) {
+  strataComm_t comm = oneRankComm();
+  double s = 3.0;
+  strataRedOp_t op;
+  ASSERT_EQ(strataRedOpCreatePreMulSum(&op, &s, strataFloat64, strataScalarHostImmediate, comm), strataSuccess);
+  double x[2] = {1.5, -2}, y[2] = {0, 0};
+  ASSERT_EQ(strataAllReduce(x, y, 2, strataFloat64, op, comm, nullptr), strataSuccess);
+  EXPECT_EQ(y[0], 4.5);
+  EXPECT_EQ(y[1], -6);
+  EXPECT_EQ(x[0], 1.5);  // the user's send buffer is untouched
+  EXPECT_EQ(strataRedOpDestroy(op, comm), strataSuccess);
+  EXPECT_EQ(strataRedOpDestroy(op, comm), strataInvalidArgument);
+  EXPECT_EQ(strataAllReduce(x, y, 2, strataFloat64, op, comm, nullptr), strataInvalidArgument);
+  EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
+}
+
+// Ranks as threads: the whole API over real shm connections, plus split and the C++ wrapper.
+TEST(CApi, ThreadRanksAllCollectivesAndSplit) {
+  const int n = 4;
+  strataUniqueId id;
+  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        strata::Communicator comm(n, id, r);
+        std::vector<int> x(1000, r + 1), y(1000);
+        comm.allReduce(x.data(), y.data(), x.size());
+        if (y[999] != n * (n + 1) / 2) errors[r] += "allreduce wrong; ";
+        std::vector<int> g(4 * 10);
+        comm.allGather(x.data(), g.data(), 10, strataInt32);
+        for (int j = 0; j < n; ++j)
+          if (g[j * 10 + 3] != j + 1) errors[r] += "allgather wrong; ";
+        // Async work overlapping with the caller.
+        std::vector<float> a(50000, 1.0f), b(50000);
+        strata::Work w = comm.allReduceAsync(a.data(), b.data(), a.size(), strataFloat32, strataSum);
+        w.wait();
+        if (b[49999] != n) errors[r] += "async allreduce wrong; ";
+        // Split into even and odd ranks, reversed order by key.
+        strata::Communicator sub = comm.split(r % 2, -r);
+        if (sub.size() != 2) errors[r] += "split size wrong; ";
+        int mine = r, sum = 0;
+        sub.allReduce(&mine, &sum, 1);
+        if (sum != (r % 2 == 0 ? 0 + 2 : 1 + 3)) errors[r] += "split allreduce wrong; ";
+        if (sub.rank() != (r < 2 ? 1 : 0)) errors[r] += "split key order wrong; ";
+        comm.barrier();
+      } catch (const std::exception& e) {
+        errors[r] += e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+}  // namespace
