@@ -84,6 +84,8 @@ int tasksOnNode(const std::string& tasksPerNode, int nodeIndex);
 
 /// One communicator's view of the control plane: rank arithmetic plus point-to-point and collective
 /// exchanges of small messages, all with deadlines from Config::timeoutMs.
+/// send/recv are thread-safe. allGather/barrier/split must be called in the same order on every rank of
+/// the view, one at a time per view (their tags come from a per-view sequence number).
 class Bootstrap : public PeerExchange {
  public:
   /// Connects to the root named by `id` as `rank` of `nranks` and waits for all ranks (collective).
@@ -113,9 +115,13 @@ class Bootstrap : public PeerExchange {
   std::shared_ptr<Bootstrap> split(int color, int key);
 
   /// Registers a callback run (from the bootstrap thread) when any rank of the job fails or reports an
-  /// abort; the argument says which rank and why. Replaces the previous one for this view.
+  /// abort; the argument says which rank and why. Replaces the previous one for this view; nullptr
+  /// removes it. Runs once, for the first failure only, and not for a failure recorded before it was
+  /// registered (check failure() after registering). It must not destroy the last Bootstrap of the
+  /// process, nor wait on a recv(): the bootstrap thread is the one that would wake it.
   void setFailureHandler(std::function<void(const std::string&)> handler);
-  /// Tells every rank of the job about a fatal error on this rank (best effort).
+  /// Tells every rank of the job about a fatal error on this rank (best effort). Also records it here,
+  /// so this rank's pending and later waits fail too; this rank's own handlers are not run.
   void reportFailure(const std::string& reason);
   /// Non-empty once a failure has been reported anywhere in the job.
   std::string failure() const;

@@ -132,7 +132,7 @@ class RootService {
   void iterate() {
     std::vector<pollfd> pfds;
     pfds.push_back({wake_.get(), POLLIN, 0});
-    pfds.push_back({listen_.get(), POLLIN, 0});
+    pfds.push_back({listen_.get(), static_cast<short>(acceptPause_.expired() ? POLLIN : 0), 0});
     const size_t nconns = conns_.size();
     for (auto& c : conns_) {
       short ev = c->state == State::kClosing ? 0 : POLLIN;
@@ -194,6 +194,7 @@ class RootService {
     if (!complete_ && !failed_ && arrived_ > 0) d = d.earlier(rendezvousDeadline_);
     if (failed_) d = d.earlier(failLinger_);
     if (processExiting_) d = d.earlier(exitDeadline_);
+    if (!acceptPause_.expired()) d = d.earlier(acceptPause_);
     return d;
   }
 
@@ -231,8 +232,10 @@ class RootService {
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
-          // EMFILE and friends: leave the connection in the backlog; it is retried on the next round.
+          // EMFILE and friends: the connection stays in the backlog. Stop polling the listener for a
+          // moment, or poll() would report it again at once and this loop would spin.
           STRATA_WARN(kLogBootstrap, "bootstrap root %s: accept: %s", name_.c_str(), std::strerror(errno));
+          acceptPause_ = Deadline::in(100);
         }
         return;
       }
@@ -581,6 +584,7 @@ class RootService {
   std::string failMsg_;
   Deadline rendezvousDeadline_, failLinger_, exitDeadline_;
   bool processExiting_ = false;
+  Deadline acceptPause_{Clock::time_point::min()};  // listener not polled until then (after EMFILE)
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };
@@ -601,6 +605,7 @@ class RootRegistry {
 
   void add(std::unique_ptr<RootService> s) {
     std::lock_guard<std::mutex> lock(mu_);
+    forgetInheritedServices();
     // Reap services that ended, so a long-lived process that makes many ids does not accumulate threads.
     for (auto& old : services_) {
       if (old->finished()) old->join();
@@ -612,20 +617,26 @@ class RootRegistry {
 
   ~RootRegistry() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (getpid() != ownerPid_) {
-      // A fork()ed child has copies of the objects but not the threads: never join or destroy them.
-      for (auto& s : services_) (void)s.release();
-      return;
-    }
+    forgetInheritedServices();
     for (auto& s : services_) s->requestProcessExit();
     for (auto& s : services_) s->join();
   }
 
  private:
   RootRegistry() : ownerPid_(getpid()) {}
+
+  // A fork()ed child has copies of the parent's service objects but not their threads: joining one
+  // would wait forever and destroying one would close the parent's sockets' copies mid-use. Leak them.
+  void forgetInheritedServices() {
+    if (getpid() == ownerPid_) return;
+    for (auto& s : services_) (void)s.release();
+    services_.clear();
+    ownerPid_ = getpid();
+  }
+
   std::mutex mu_;
   std::vector<std::unique_ptr<RootService>> services_;
-  const pid_t ownerPid_;
+  pid_t ownerPid_;
 };
 
 bool isWildcard(const std::string& a) { return a == "0.0.0.0" || a == "::" || a == "*"; }

@@ -63,6 +63,18 @@ Communicator::Communicator(const Config& config, std::shared_ptr<Bootstrap> boot
 }
 
 std::shared_ptr<Communicator> Communicator::create(const Config& config, std::shared_ptr<Bootstrap> bootstrap) {
+  // A misspelt collective in STRATA_ALGO would otherwise be ignored silently.
+  for (const auto& [coll, algo] : config.algo) {
+    std::string known;
+    bool found = false;
+    for (CollKind k : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather, CollKind::kBroadcast,
+                       CollKind::kReduce, CollKind::kAllToAll, CollKind::kSend, CollKind::kRecv, CollKind::kBarrier}) {
+      found |= coll == collName(k);
+      known += std::string(known.empty() ? "" : ", ") + collName(k);
+    }
+    if (!found)
+      throw InvalidArgument("STRATA_ALGO names unknown collective '" + coll + "' (known: " + known + ")");
+  }
   std::shared_ptr<Communicator> comm(new Communicator(config, std::move(bootstrap)));
   std::string me = hostIdentity(config);
   auto all = comm->bootstrap_->allGather(me.data(), me.size());

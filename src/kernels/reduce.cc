@@ -19,17 +19,17 @@ struct DtypeInfo {
 
 // Indexed by strataDataType_t.
 constexpr DtypeInfo kDtypes[strataNumTypes] = {
-    {"int8", 1, false},     {"uint8", 1, false},    {"int32", 4, false},   {"uint32", 4, false},
-    {"int64", 8, false},    {"uint64", 8, false},   {"float16", 2, true},  {"float32", 4, true},
-    {"float64", 8, true},   {"bfloat16", 2, true},  {"float8e4m3", 1, true}, {"float8e5m2", 1, true},
+    {"int8", 1, false},   {"uint8", 1, false},   {"int32", 4, false},     {"uint32", 4, false},
+    {"int64", 8, false},  {"uint64", 8, false},  {"float16", 2, true},    {"float32", 4, true},
+    {"float64", 8, true}, {"bfloat16", 2, true}, {"float8e4m3", 1, true}, {"float8e5m2", 1, true},
 };
 
 KernelIsa detectKernelIsa() {
 #if defined(STRATA_KERNEL_X86_TIERS)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c") &&
-      __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2")) {
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("bmi2")) {
     return KernelIsa::kAvx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma") &&
@@ -80,18 +80,24 @@ KernelIsa bestKernelIsa() {
 
 bool kernelIsaSupported(KernelIsa isa) {
   switch (isa) {
-    case KernelIsa::kPortable: return true;
-    case KernelIsa::kAvx2: return bestKernelIsa() >= KernelIsa::kAvx2;
-    case KernelIsa::kAvx512: return bestKernelIsa() >= KernelIsa::kAvx512;
+    case KernelIsa::kPortable:
+      return true;
+    case KernelIsa::kAvx2:
+      return bestKernelIsa() >= KernelIsa::kAvx2;
+    case KernelIsa::kAvx512:
+      return bestKernelIsa() >= KernelIsa::kAvx512;
   }
   return false;
 }
 
 const char* kernelIsaName(KernelIsa isa) {
   switch (isa) {
-    case KernelIsa::kPortable: return "portable";
-    case KernelIsa::kAvx2: return "avx2";
-    case KernelIsa::kAvx512: return "avx512";
+    case KernelIsa::kPortable:
+      return "portable";
+    case KernelIsa::kAvx2:
+      return "avx2";
+    case KernelIsa::kAvx512:
+      return "avx512";
   }
   return "invalid";
 }
@@ -115,10 +121,13 @@ void reduce2WithIsa(void* dst, const void* a, const void* b, size_t count, strat
   if (count == 0) return;
   switch (isa) {
 #if defined(STRATA_KERNEL_X86_TIERS)
-    case KernelIsa::kAvx512: return kernel_tiers::reduceAvx512(dst, a, b, count, dt, op);
-    case KernelIsa::kAvx2: return kernel_tiers::reduceAvx2(dst, a, b, count, dt, op);
+    case KernelIsa::kAvx512:
+      return kernel_tiers::reduceAvx512(dst, a, b, count, dt, op);
+    case KernelIsa::kAvx2:
+      return kernel_tiers::reduceAvx2(dst, a, b, count, dt, op);
 #endif
-    default: return kernel_tiers::reducePortable(dst, a, b, count, dt, op);
+    default:
+      return kernel_tiers::reducePortable(dst, a, b, count, dt, op);
   }
 }
 
@@ -132,10 +141,13 @@ void scaleByWithIsa(void* dst, const void* src, size_t count, strataDataType_t d
   if (count == 0) return;
   switch (isa) {
 #if defined(STRATA_KERNEL_X86_TIERS)
-    case KernelIsa::kAvx512: return kernel_tiers::scaleAvx512(dst, src, count, dt, scalar);
-    case KernelIsa::kAvx2: return kernel_tiers::scaleAvx2(dst, src, count, dt, scalar);
+    case KernelIsa::kAvx512:
+      return kernel_tiers::scaleAvx512(dst, src, count, dt, scalar);
+    case KernelIsa::kAvx2:
+      return kernel_tiers::scaleAvx2(dst, src, count, dt, scalar);
 #endif
-    default: return kernel_tiers::scalePortable(dst, src, count, dt, scalar);
+    default:
+      return kernel_tiers::scalePortable(dst, src, count, dt, scalar);
   }
 }
 
@@ -146,13 +158,20 @@ void divideBy(void* dst, const void* src, size_t count, strataDataType_t dt, uin
   }
   if (divisor == 0) throw InvalidArgument(strprintf("divideBy: divisor is 0 (datatype %s)", dtypeName(dt)));
   switch (dt) {
-    case strataInt8: return divideInts<int8_t>(dst, src, count, divisor);
-    case strataUint8: return divideInts<uint8_t>(dst, src, count, divisor);
-    case strataInt32: return divideInts<int32_t>(dst, src, count, divisor);
-    case strataUint32: return divideInts<uint32_t>(dst, src, count, divisor);
-    case strataInt64: return divideInts<int64_t>(dst, src, count, divisor);
-    case strataUint64: return divideInts<uint64_t>(dst, src, count, divisor);
-    default: return;
+    case strataInt8:
+      return divideInts<int8_t>(dst, src, count, divisor);
+    case strataUint8:
+      return divideInts<uint8_t>(dst, src, count, divisor);
+    case strataInt32:
+      return divideInts<int32_t>(dst, src, count, divisor);
+    case strataUint32:
+      return divideInts<uint32_t>(dst, src, count, divisor);
+    case strataInt64:
+      return divideInts<int64_t>(dst, src, count, divisor);
+    case strataUint64:
+      return divideInts<uint64_t>(dst, src, count, divisor);
+    default:
+      return;
   }
 }
 

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <future>
+#include <latch>
 #include <map>
 #include <optional>
 #include <mutex>
@@ -370,8 +372,11 @@ TEST(Bootstrap, DuplicateRankIsReported) {
 
 TEST(Bootstrap, RecvTimeoutNamesPeerAndTag) {
   const UniqueIdInfo id = startLocalRoot(2);
+  std::promise<void> rank0Done;
+  std::shared_future<void> rank0DoneFuture = rank0Done.get_future().share();
   runRanks(2, [&](int r) {
     auto bs = Bootstrap::connect(testConfig(1500), id, r, 2);
+    if (r == 1) rank0DoneFuture.wait();  // stays connected, sending nothing, until rank 0 has timed out
     if (r == 0) {
       try {
         bs->recv(1, 77);
@@ -381,8 +386,9 @@ TEST(Bootstrap, RecvTimeoutNamesPeerAndTag) {
         EXPECT_TRUE(contains(std::string(e.what()), "peer 1"));
         EXPECT_TRUE(contains(std::string(e.what()), "tag 77"));
       }
+      rank0Done.set_value();
     }
-    bs->barrier();  // keeps rank 1 connected while rank 0 waits; a timeout is not a failure
+    bs->barrier();  // a timeout is not a failure: the view still works
     EXPECT_TRUE(bs->failure().empty());
   });
 }
@@ -459,13 +465,18 @@ TEST(Bootstrap, DeadRankIsReportedToSurvivors) {
 TEST(Bootstrap, ReportFailureReachesOthers) {
   const UniqueIdInfo id = startLocalRoot(3);
   std::atomic<int> handlerCalls{0};
+  // The reporter waits until the others are past the barrier: a failure aborts waits in progress,
+  // including a barrier's, and this test is about the recv below.
+  std::latch othersReady(2);
   runRanks(3, [&](int r) {
     auto bs = Bootstrap::connect(testConfig(20000), id, r, 3);
     bs->setFailureHandler([&](const std::string& why) {
       if (why.find("boom on rank 1") != std::string::npos) ++handlerCalls;
     });
     bs->barrier();
+    if (r != 1) othersReady.count_down();
     if (r == 1) {
+      othersReady.wait();
       bs->reportFailure("boom on rank 1");
       EXPECT_EQ(bs->failure(), "boom on rank 1");
       return;

@@ -17,8 +17,8 @@
 namespace strata {
 namespace {
 
-constexpr strataDataType_t kAllDtypes[] = {strataInt8,    strataUint8,   strataInt32,    strataUint32,
-                                           strataInt64,   strataUint64,  strataFloat16,  strataFloat32,
+constexpr strataDataType_t kAllDtypes[] = {strataInt8,    strataUint8,    strataInt32,      strataUint32,
+                                           strataInt64,   strataUint64,   strataFloat16,    strataFloat32,
                                            strataFloat64, strataBfloat16, strataFloat8e4m3, strataFloat8e5m2};
 constexpr ReduceKind kAllOps[] = {ReduceKind::kSum, ReduceKind::kProd, ReduceKind::kMax, ReduceKind::kMin};
 constexpr KernelIsa kAllIsas[] = {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512};
@@ -29,10 +29,14 @@ constexpr uint8_t kGuardByte = 0xa5;
 
 const char* opName(ReduceKind op) {
   switch (op) {
-    case ReduceKind::kSum: return "sum";
-    case ReduceKind::kProd: return "prod";
-    case ReduceKind::kMax: return "max";
-    case ReduceKind::kMin: return "min";
+    case ReduceKind::kSum:
+      return "sum";
+    case ReduceKind::kProd:
+      return "prod";
+    case ReduceKind::kMax:
+      return "max";
+    case ReduceKind::kMin:
+      return "min";
   }
   return "?";
 }
@@ -61,10 +65,14 @@ template <class T>
 T refIntOp(T x, T y, ReduceKind op) {
   using U = std::make_unsigned_t<T>;
   switch (op) {
-    case ReduceKind::kSum: return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
-    case ReduceKind::kProd: return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
-    case ReduceKind::kMax: return std::max(x, y);
-    case ReduceKind::kMin: return std::min(x, y);
+    case ReduceKind::kSum:
+      return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
+    case ReduceKind::kProd:
+      return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
+    case ReduceKind::kMax:
+      return std::max(x, y);
+    case ReduceKind::kMin:
+      return std::min(x, y);
   }
   return 0;
 }
@@ -73,8 +81,10 @@ T refIntOp(T x, T y, ReduceKind op) {
 template <class F>
 F refFloatOp(F x, F y, ReduceKind op) {
   switch (op) {
-    case ReduceKind::kSum: return x + y;
-    case ReduceKind::kProd: return x * y;
+    case ReduceKind::kSum:
+      return x + y;
+    case ReduceKind::kProd:
+      return x * y;
     case ReduceKind::kMax:
       if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<F>::quiet_NaN();
       return x > y ? x : y;
@@ -91,30 +101,40 @@ void refIntReduce(void* d, const void* a, const void* b, size_t n, ReduceKind op
 }
 
 template <class S>
-void refNarrowReduce(void* d, const void* a, const void* b, size_t n, ReduceKind op, float (*dec)(S),
-                     S (*enc)(float)) {
+void refNarrowReduce(void* d, const void* a, const void* b, size_t n, ReduceKind op, float (*dec)(S), S (*enc)(float)) {
   for (size_t i = 0; i < n; ++i) store<S>(d, i, enc(refFloatOp<float>(dec(load<S>(a, i)), dec(load<S>(b, i)), op)));
 }
 
 void referenceReduce(void* d, const void* a, const void* b, size_t n, strataDataType_t dt, ReduceKind op) {
   switch (dt) {
-    case strataInt8: return refIntReduce<int8_t>(d, a, b, n, op);
-    case strataUint8: return refIntReduce<uint8_t>(d, a, b, n, op);
-    case strataInt32: return refIntReduce<int32_t>(d, a, b, n, op);
-    case strataUint32: return refIntReduce<uint32_t>(d, a, b, n, op);
-    case strataInt64: return refIntReduce<int64_t>(d, a, b, n, op);
-    case strataUint64: return refIntReduce<uint64_t>(d, a, b, n, op);
+    case strataInt8:
+      return refIntReduce<int8_t>(d, a, b, n, op);
+    case strataUint8:
+      return refIntReduce<uint8_t>(d, a, b, n, op);
+    case strataInt32:
+      return refIntReduce<int32_t>(d, a, b, n, op);
+    case strataUint32:
+      return refIntReduce<uint32_t>(d, a, b, n, op);
+    case strataInt64:
+      return refIntReduce<int64_t>(d, a, b, n, op);
+    case strataUint64:
+      return refIntReduce<uint64_t>(d, a, b, n, op);
     case strataFloat32:
       for (size_t i = 0; i < n; ++i) store<float>(d, i, refFloatOp(load<float>(a, i), load<float>(b, i), op));
       return;
     case strataFloat64:
       for (size_t i = 0; i < n; ++i) store<double>(d, i, refFloatOp(load<double>(a, i), load<double>(b, i), op));
       return;
-    case strataFloat16: return refNarrowReduce<uint16_t>(d, a, b, n, op, halfToFloat, floatToHalf);
-    case strataBfloat16: return refNarrowReduce<uint16_t>(d, a, b, n, op, bf16ToFloat, floatToBf16);
-    case strataFloat8e4m3: return refNarrowReduce<uint8_t>(d, a, b, n, op, fp8e4m3ToFloat, floatToFp8e4m3);
-    case strataFloat8e5m2: return refNarrowReduce<uint8_t>(d, a, b, n, op, fp8e5m2ToFloat, floatToFp8e5m2);
-    default: FAIL() << "no reference for dtype " << dt;
+    case strataFloat16:
+      return refNarrowReduce<uint16_t>(d, a, b, n, op, halfToFloat, floatToHalf);
+    case strataBfloat16:
+      return refNarrowReduce<uint16_t>(d, a, b, n, op, bf16ToFloat, floatToBf16);
+    case strataFloat8e4m3:
+      return refNarrowReduce<uint8_t>(d, a, b, n, op, fp8e4m3ToFloat, floatToFp8e4m3);
+    case strataFloat8e5m2:
+      return refNarrowReduce<uint8_t>(d, a, b, n, op, fp8e5m2ToFloat, floatToFp8e5m2);
+    default:
+      FAIL() << "no reference for dtype " << dt;
   }
 }
 
@@ -151,14 +171,22 @@ double randomFloatValue(std::mt19937_64& rng, bool wide) {
   std::uniform_int_distribution<int> pick(0, 63);
   int p = pick(rng);
   switch (p) {
-    case 0: return std::numeric_limits<double>::quiet_NaN();
-    case 1: return -std::numeric_limits<double>::infinity();
-    case 2: return std::numeric_limits<double>::infinity();
-    case 3: return 0.0;
-    case 4: return -0.0;
-    case 5: return wide ? std::numeric_limits<double>::denorm_min() : std::numeric_limits<float>::denorm_min();
-    case 6: return wide ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
-    default: break;
+    case 0:
+      return std::numeric_limits<double>::quiet_NaN();
+    case 1:
+      return -std::numeric_limits<double>::infinity();
+    case 2:
+      return std::numeric_limits<double>::infinity();
+    case 3:
+      return 0.0;
+    case 4:
+      return -0.0;
+    case 5:
+      return wide ? std::numeric_limits<double>::denorm_min() : std::numeric_limits<float>::denorm_min();
+    case 6:
+      return wide ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
+    default:
+      break;
   }
   std::uniform_real_distribution<double> mant(1.0, 2.0);
   std::uniform_int_distribution<int> exp(-12, 12);
@@ -169,8 +197,12 @@ double randomFloatValue(std::mt19937_64& rng, bool wide) {
 void fillRandom(void* buf, size_t n, strataDataType_t dt, std::mt19937_64& rng) {
   for (size_t i = 0; i < n; ++i) {
     switch (dt) {
-      case strataFloat32: store<float>(buf, i, static_cast<float>(randomFloatValue(rng, false))); break;
-      case strataFloat64: store<double>(buf, i, randomFloatValue(rng, true)); break;
+      case strataFloat32:
+        store<float>(buf, i, static_cast<float>(randomFloatValue(rng, false)));
+        break;
+      case strataFloat64:
+        store<double>(buf, i, randomFloatValue(rng, true));
+        break;
       case strataFloat16:
       case strataBfloat16:
       case strataFloat8e4m3:
@@ -222,11 +254,16 @@ constexpr Aliasing kAllAliasing[] = {Aliasing::kNone, Aliasing::kDstIsA, Aliasin
 
 const char* aliasingName(Aliasing m) {
   switch (m) {
-    case Aliasing::kNone: return "none";
-    case Aliasing::kDstIsA: return "dst==a";
-    case Aliasing::kDstIsB: return "dst==b";
-    case Aliasing::kAllSame: return "dst==a==b";
-    case Aliasing::kAIsB: return "a==b";
+    case Aliasing::kNone:
+      return "none";
+    case Aliasing::kDstIsA:
+      return "dst==a";
+    case Aliasing::kDstIsB:
+      return "dst==b";
+    case Aliasing::kAllSame:
+      return "dst==a==b";
+    case Aliasing::kAIsB:
+      return "a==b";
   }
   return "?";
 }
@@ -254,7 +291,9 @@ TEST_P(Reduce2Test, MatchesScalarReference) {
       const void* pb = b.data();
       GuardedBuffer* out = &d;
       switch (mode) {
-        case Aliasing::kNone: referenceReduce(want.data(), a0.data(), b0.data(), count, dt, op); break;
+        case Aliasing::kNone:
+          referenceReduce(want.data(), a0.data(), b0.data(), count, dt, op);
+          break;
         case Aliasing::kDstIsA:
           dst = a.data(), out = &a;
           referenceReduce(want.data(), a0.data(), b0.data(), count, dt, op);
@@ -275,8 +314,10 @@ TEST_P(Reduce2Test, MatchesScalarReference) {
       reduce2WithIsa(dst, pa, pb, count, dt, op, isa);
       size_t bad = firstMismatch(dst, want.data(), count, dt);
       ASSERT_EQ(bad, count) << kernelIsaName(isa) << " " << dtypeName(dt) << " " << opName(op) << " count=" << count
-                            << " aliasing=" << aliasingName(mode) << " at " << bad << ": a=" << describe(a0.data(), bad, dt)
-                            << " b=" << describe(mode == Aliasing::kAllSame || mode == Aliasing::kAIsB ? a0.data() : b0.data(), bad, dt)
+                            << " aliasing=" << aliasingName(mode) << " at " << bad
+                            << ": a=" << describe(a0.data(), bad, dt) << " b="
+                            << describe(mode == Aliasing::kAllSame || mode == Aliasing::kAIsB ? a0.data() : b0.data(),
+                                        bad, dt)
                             << " got " << describe(dst, bad, dt) << " want " << describe(want.data(), bad, dt);
       ASSERT_TRUE(out->guardIntact()) << "wrote past the end: " << dtypeName(dt) << " count=" << count;
       if (mode != Aliasing::kDstIsA && mode != Aliasing::kAllSame) {
@@ -501,11 +542,11 @@ TEST(Fp8e4m3, EncodesRoundToNearestEvenAndSaturates) {
   EXPECT_EQ(floatToFp8e4m3(std::numeric_limits<float>::infinity()), 0x7e);
   EXPECT_EQ(floatToFp8e4m3(-std::numeric_limits<float>::infinity()), 0xfe);
   EXPECT_EQ(floatToFp8e4m3(-0.0f), 0x80);
-  EXPECT_EQ(floatToFp8e4m3(std::ldexp(1.0f, -10)), 0x00);         // tie between 0 and the smallest subnormal
+  EXPECT_EQ(floatToFp8e4m3(std::ldexp(1.0f, -10)), 0x00);  // tie between 0 and the smallest subnormal
   EXPECT_EQ(floatToFp8e4m3(std::ldexp(1.5f, -10)), 0x01);
-  EXPECT_EQ(floatToFp8e4m3(std::ldexp(3.0f, -10)), 0x02);         // tie between codes 1 and 2: even
-  EXPECT_EQ(floatToFp8e4m3(1.0625f), 0x38);                       // tie between 1 and 1.125: even
-  EXPECT_EQ(floatToFp8e4m3(1.1875f), 0x3a);                       // tie between 1.125 and 1.25: even
+  EXPECT_EQ(floatToFp8e4m3(std::ldexp(3.0f, -10)), 0x02);  // tie between codes 1 and 2: even
+  EXPECT_EQ(floatToFp8e4m3(1.0625f), 0x38);                // tie between 1 and 1.125: even
+  EXPECT_EQ(floatToFp8e4m3(1.1875f), 0x3a);                // tie between 1.125 and 1.25: even
   EXPECT_EQ(floatToFp8e4m3(std::ldexp(1.0f, -126)), 0x00);
   EXPECT_TRUE(std::isnan(fp8e4m3ToFloat(floatToFp8e4m3(std::numeric_limits<float>::quiet_NaN()))));
   EXPECT_TRUE(std::isnan(fp8e4m3ToFloat(floatToFp8e4m3(-std::numeric_limits<float>::quiet_NaN()))));
@@ -678,19 +719,44 @@ void referenceScale(void* d, const void* src, size_t n, strataDataType_t dt, dou
   const float fs = static_cast<float>(s);
   for (size_t i = 0; i < n; ++i) {
     switch (dt) {
-      case strataInt8: store(d, i, refScaleInt<int8_t, float>(load<int8_t>(src, i), s)); break;
-      case strataUint8: store(d, i, refScaleInt<uint8_t, float>(load<uint8_t>(src, i), s)); break;
-      case strataInt32: store(d, i, refScaleInt<int32_t, float>(load<int32_t>(src, i), s)); break;
-      case strataUint32: store(d, i, refScaleInt<uint32_t, float>(load<uint32_t>(src, i), s)); break;
-      case strataInt64: store(d, i, refScaleInt<int64_t, double>(load<int64_t>(src, i), s)); break;
-      case strataUint64: store(d, i, refScaleInt<uint64_t, double>(load<uint64_t>(src, i), s)); break;
-      case strataFloat32: store(d, i, load<float>(src, i) * fs); break;
-      case strataFloat64: store(d, i, load<double>(src, i) * s); break;
-      case strataFloat16: store(d, i, floatToHalf(halfToFloat(load<uint16_t>(src, i)) * fs)); break;
-      case strataBfloat16: store(d, i, floatToBf16(bf16ToFloat(load<uint16_t>(src, i)) * fs)); break;
-      case strataFloat8e4m3: store(d, i, floatToFp8e4m3(fp8e4m3ToFloat(load<uint8_t>(src, i)) * fs)); break;
-      case strataFloat8e5m2: store(d, i, floatToFp8e5m2(fp8e5m2ToFloat(load<uint8_t>(src, i)) * fs)); break;
-      default: FAIL();
+      case strataInt8:
+        store(d, i, refScaleInt<int8_t, float>(load<int8_t>(src, i), s));
+        break;
+      case strataUint8:
+        store(d, i, refScaleInt<uint8_t, float>(load<uint8_t>(src, i), s));
+        break;
+      case strataInt32:
+        store(d, i, refScaleInt<int32_t, float>(load<int32_t>(src, i), s));
+        break;
+      case strataUint32:
+        store(d, i, refScaleInt<uint32_t, float>(load<uint32_t>(src, i), s));
+        break;
+      case strataInt64:
+        store(d, i, refScaleInt<int64_t, double>(load<int64_t>(src, i), s));
+        break;
+      case strataUint64:
+        store(d, i, refScaleInt<uint64_t, double>(load<uint64_t>(src, i), s));
+        break;
+      case strataFloat32:
+        store(d, i, load<float>(src, i) * fs);
+        break;
+      case strataFloat64:
+        store(d, i, load<double>(src, i) * s);
+        break;
+      case strataFloat16:
+        store(d, i, floatToHalf(halfToFloat(load<uint16_t>(src, i)) * fs));
+        break;
+      case strataBfloat16:
+        store(d, i, floatToBf16(bf16ToFloat(load<uint16_t>(src, i)) * fs));
+        break;
+      case strataFloat8e4m3:
+        store(d, i, floatToFp8e4m3(fp8e4m3ToFloat(load<uint8_t>(src, i)) * fs));
+        break;
+      case strataFloat8e5m2:
+        store(d, i, floatToFp8e5m2(fp8e5m2ToFloat(load<uint8_t>(src, i)) * fs));
+        break;
+      default:
+        FAIL();
     }
   }
 }
