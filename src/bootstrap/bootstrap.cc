@@ -89,10 +89,11 @@ std::vector<uint8_t> Bootstrap::recvTagged(int peer, uint64_t tag, const char* w
     case BootstrapNetwork::RecvStatus::kOk:
       return out;
     case BootstrapNetwork::RecvStatus::kTimeout:
-      throw TimeoutError(strprintf("bootstrap %s on rank %d (world rank %d) timed out after %lld ms waiting for "
-                                   "peer %d (world %s) [comm 0x%016llx]",
-                                   what, rank_, worldRank(rank_), static_cast<long long>(ms), peer,
-                                   net_->describe(worldRank(peer)).c_str(), static_cast<unsigned long long>(commId_)));
+      throw TimeoutError(
+          strprintf("bootstrap %s on rank %d (world rank %d) timed out after %lld ms waiting for "
+                    "peer %d (world %s) [comm 0x%016llx]",
+                    what, rank_, worldRank(rank_), static_cast<long long>(ms), peer,
+                    net_->describe(worldRank(peer)).c_str(), static_cast<unsigned long long>(commId_)));
     case BootstrapNetwork::RecvStatus::kFailed:
       break;
   }
@@ -101,7 +102,8 @@ std::vector<uint8_t> Bootstrap::recvTagged(int peer, uint64_t tag, const char* w
 }
 
 std::vector<std::vector<uint8_t>> Bootstrap::allGather(const void* data, size_t len) {
-  if (!data && len) throw InvalidArgument(strprintf("bootstrap allGather on rank %d: null data of %zu bytes", rank_, len));
+  if (!data && len)
+    throw InvalidArgument(strprintf("bootstrap allGather on rank %d: null data of %zu bytes", rank_, len));
   const uint32_t seq = collSeq_++;
   const uint64_t tag = kCollTagBase | seq;
   const int n = size();
@@ -124,8 +126,8 @@ std::vector<std::vector<uint8_t>> Bootstrap::allGather(const void* data, size_t 
     const std::vector<uint8_t> packed = recvTagged(0, tag, what.c_str());
     WireReader r(packed);
     if (r.u32() != static_cast<uint32_t>(n)) {
-      throw RemoteError(strprintf("bootstrap %s on rank %d: rank 0 returned a table of the wrong size", what.c_str(),
-                                  rank_));
+      throw RemoteError(
+          strprintf("bootstrap %s on rank %d: rank 0 returned a table of the wrong size", what.c_str(), rank_));
     }
     for (int p = 0; p < n; ++p) {
       const uint32_t l = r.u32();
@@ -164,8 +166,8 @@ std::shared_ptr<Bootstrap> Bootstrap::split(int color, int key) {
     if (m.oldRank == rank_) newRank = static_cast<int>(world.size());
     world.push_back(worldRank(m.oldRank));
   }
-  const uint64_t id =
-      hashWords(net_->secret(), "strata-split-comm", {commId_, seq, static_cast<uint64_t>(static_cast<uint32_t>(color))});
+  const uint64_t id = hashWords(net_->secret(), "strata-split-comm",
+                                {commId_, seq, static_cast<uint64_t>(static_cast<uint32_t>(color))});
   STRATA_INFO(kLogBootstrap, "bootstrap split #%u on rank %d: color %d key %d -> rank %d of %zu", seq, rank_, color,
               key, newRank, world.size());
   return std::make_shared<Bootstrap>(net_, id, std::move(world), newRank);
@@ -182,8 +184,8 @@ std::string Bootstrap::failure() const { return net_->failure(); }
 
 std::shared_ptr<Bootstrap> connectFromEnv(const Config& config, const EnvLaunch& env) {
   if (env.size < 1 || env.rank < 0 || env.rank >= env.size) {
-    throw InvalidArgument(strprintf("connectFromEnv: rank %d of %d (from %s) is out of range", env.rank, env.size,
-                                    env.source.c_str()));
+    throw InvalidArgument(
+        strprintf("connectFromEnv: rank %d of %d (from %s) is out of range", env.rank, env.size, env.source.c_str()));
   }
   const UniqueIdInfo id = uniqueIdForEnv(env);
   if (env.rank == 0) {

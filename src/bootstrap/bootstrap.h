@@ -26,11 +26,11 @@ class BootstrapNetwork;
 /// Decoded contents of a strataUniqueId.
 struct UniqueIdInfo {
   uint32_t magic = 0;
-  uint8_t family = 0;         // AF_INET or AF_INET6
-  uint8_t addr[16] = {0};     // root address, network byte order
-  uint16_t port = 0;          // root port, host byte order
+  uint8_t family = 0;                // AF_INET or AF_INET6
+  uint8_t addr[16] = {0};            // root address, network byte order
+  uint16_t port = 0;                 // root port, host byte order
   std::array<uint8_t, 16> secret{};  // MAC key
-  uint64_t nonce = 0;         // distinguishes ids made in one process
+  uint64_t nonce = 0;                // distinguishes ids made in one process
 };
 /// First four bytes of every encoded unique id ("STRI" in memory order).
 constexpr uint32_t kUniqueIdMagic = 0x49525453;
@@ -116,9 +116,10 @@ class Bootstrap : public PeerExchange {
 
   /// Registers a callback run (from the bootstrap thread) when any rank of the job fails or reports an
   /// abort; the argument says which rank and why. Replaces the previous one for this view; nullptr
-  /// removes it. Runs once, for the first failure only, and not for a failure recorded before it was
-  /// registered (check failure() after registering). It must not destroy the last Bootstrap of the
-  /// process, nor wait on a recv(): the bootstrap thread is the one that would wake it.
+  /// removes it. Runs once, for the first failure only; if that failure is already recorded, it runs at
+  /// once on the calling thread (so do not call this while holding a lock the handler takes). It must
+  /// not destroy the last Bootstrap of the process, nor wait on a recv(): the bootstrap thread is the
+  /// one that would wake it.
   void setFailureHandler(std::function<void(const std::string&)> handler);
   /// Tells every rank of the job about a fatal error on this rank (best effort). Also records it here,
   /// so this rank's pending and later waits fail too; this rank's own handlers are not run.

@@ -31,8 +31,8 @@ long long parseInt(const char* name, const std::string& v, long long lo, long lo
   char* end = nullptr;
   long long x = std::strtoll(v.c_str(), &end, 10);
   if (errno != 0 || end == v.c_str() || *end != '\0' || x < lo || x > hi) {
-    throw InvalidArgument(strprintf("environment variable %s='%s' is not an integer in [%lld, %lld]", name, v.c_str(),
-                                    lo, hi));
+    throw InvalidArgument(
+        strprintf("environment variable %s='%s' is not an integer in [%lld, %lld]", name, v.c_str(), lo, hi));
   }
   return x;
 }
@@ -82,15 +82,13 @@ std::array<uint8_t, 16> parseSecret(const std::string& hex) {
     s[i] = static_cast<uint8_t>(hi << 4 | (lo & 0xf));
   }
   if (!ok) {
-    throw InvalidArgument(strprintf("STRATA_SECRET must be exactly 32 hex digits (16 bytes); got %zu characters",
-                                    hex.size()));
+    throw InvalidArgument(
+        strprintf("STRATA_SECRET must be exactly 32 hex digits (16 bytes); got %zu characters", hex.size()));
   }
   return s;
 }
 
-uint16_t masterPort() {
-  return static_cast<uint16_t>(parseInt("MASTER_PORT", *env("MASTER_PORT"), 1, 65535));
-}
+uint16_t masterPort() { return static_cast<uint16_t>(parseInt("MASTER_PORT", *env("MASTER_PORT"), 1, 65535)); }
 
 /// STRATA_SECRET if set, else derived from `identity` (the same string on every rank of the job).
 std::array<uint8_t, 16> jobSecret(const std::string& identity) {
@@ -100,8 +98,8 @@ std::array<uint8_t, 16> jobSecret(const std::string& identity) {
 
 void checkRanks(EnvLaunch& e, const char* rankVar, const char* sizeVar) {
   if (e.rank >= e.size) {
-    throw InvalidArgument(strprintf("%s launch: %s=%d is not below %s=%d", e.source.c_str(), rankVar, e.rank, sizeVar,
-                                    e.size));
+    throw InvalidArgument(
+        strprintf("%s launch: %s=%d is not below %s=%d", e.source.c_str(), rankVar, e.rank, sizeVar, e.size));
   }
   if (e.localSize >= 0 && e.localRank >= e.localSize) {
     throw InvalidArgument(strprintf("%s launch: local rank %d is not below the local size %d", e.source.c_str(),
@@ -125,7 +123,8 @@ EnvLaunch fromTorchrun() {
   e.rootAddr = *addr;
   e.rootPort = masterPort();
   // torchrun's agent serves its own TCP store on MASTER_PORT on that host; the root takes the next port.
-  if (auto agent = env("TORCHELASTIC_USE_AGENT_STORE"); agent && (*agent == "True" || *agent == "true" || *agent == "1")) {
+  if (auto agent = env("TORCHELASTIC_USE_AGENT_STORE");
+      agent && (*agent == "True" || *agent == "true" || *agent == "1")) {
     e.rootPort = static_cast<uint16_t>(e.rootPort == 65535 ? 65534 : e.rootPort + 1);
   }
   const std::string identity = "torchrun|" + env("TORCHELASTIC_RUN_ID").value_or("") + "|" + e.rootAddr + ":" +
@@ -190,9 +189,9 @@ EnvLaunch fromSlurm() {
   }
   auto jobId = env("SLURM_JOB_ID");
   if (!jobId) jobId = env("SLURM_JOBID");
-  const std::string identity =
-      "slurm|" + jobId.value_or("") + "." + env("SLURM_STEP_ID").value_or(env("SLURM_STEPID").value_or("")) + "|" +
-      std::to_string(e.size);
+  const std::string identity = "slurm|" + jobId.value_or("") + "." +
+                               env("SLURM_STEP_ID").value_or(env("SLURM_STEPID").value_or("")) + "|" +
+                               std::to_string(e.size);
   if (env("MASTER_PORT")) {
     e.rootPort = masterPort();
   } else if (jobId) {
@@ -258,8 +257,8 @@ int tasksOnNode(const std::string& tasksPerNode, int nodeIndex) {
     }
     pos = end + 1;
   }
-  throw InvalidArgument(strprintf("Slurm tasks-per-node '%s': malformed or has no entry for node %d",
-                                  tasksPerNode.c_str(), nodeIndex));
+  throw InvalidArgument(
+      strprintf("Slurm tasks-per-node '%s': malformed or has no entry for node %d", tasksPerNode.c_str(), nodeIndex));
 }
 
 EnvLaunch discoverEnvLaunch() {

@@ -33,7 +33,8 @@ IoStatus readFrame(int fd, Deadline deadline, MsgType& type, std::vector<uint8_t
   WireReader r(hdr, sizeof(hdr));
   type = static_cast<MsgType>(r.u32());
   const uint32_t len = r.u32();
-  if (len > kMaxFrame) throw RemoteError(strprintf("bootstrap: received a frame of %u bytes (limit %zu)", len, kMaxFrame));
+  if (len > kMaxFrame)
+    throw RemoteError(strprintf("bootstrap: received a frame of %u bytes (limit %zu)", len, kMaxFrame));
   payload.resize(len);
   return len ? readFull(fd, payload.data(), len, deadline) : IoStatus::kOk;
 }
@@ -105,9 +106,10 @@ void BootstrapNetwork::handshake(int nranks, Deadline deadline) {
 
   st = readFrame(fd_.get(), deadline, type, payload);
   if (st == IoStatus::kTimeout) {
-    throw TimeoutError(strprintf("%s: timed out after %lld ms waiting at the bootstrap root %s for all %d ranks to "
-                                 "arrive (did every rank start, with the same unique id?)",
-                                 who.c_str(), static_cast<long long>(config_.timeoutMs), root.c_str(), nranks));
+    throw TimeoutError(
+        strprintf("%s: timed out after %lld ms waiting at the bootstrap root %s for all %d ranks to "
+                  "arrive (did every rank start, with the same unique id?)",
+                  who.c_str(), static_cast<long long>(config_.timeoutMs), root.c_str(), nranks));
   }
   if (st == IoStatus::kEof) {
     throw RemoteError(who + ": the bootstrap root " + root +
@@ -240,8 +242,8 @@ void BootstrapNetwork::writeFrame(const std::vector<uint8_t>& frame, Deadline de
       std::lock_guard<std::mutex> l(mu_);
       rootLost_ = true;
     }
-    throw RemoteError(strprintf("bootstrap rank %d: bootstrap root unreachable: the connection to %s is closed",
-                                rank_, rootAddr_.str().c_str()));
+    throw RemoteError(strprintf("bootstrap rank %d: bootstrap root unreachable: the connection to %s is closed", rank_,
+                                rootAddr_.str().c_str()));
   }
   if (st == IoStatus::kTimeout) {
     throw TimeoutError(strprintf("bootstrap rank %d: sending to the bootstrap root %s timed out after %lld ms", rank_,
@@ -294,9 +296,17 @@ BootstrapNetwork::RecvStatus BootstrapNetwork::recv(uint64_t commId, int fromWor
 }
 
 uint64_t BootstrapNetwork::addFailureHandler(std::function<void(const std::string&)> handler) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t id = nextHandlerId_++;
-  handlers_[id] = std::move(handler);
+  uint64_t id;
+  std::string already;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = nextHandlerId_++;
+    handlers_[id] = handler;
+    // Handlers run for the first failure only; if that one is already recorded, the receiver will not
+    // run this handler, so run it here: a failure between connect() and registration is not lost.
+    already = failure_;
+  }
+  if (!already.empty() && handler) handler(already);
   return id;
 }
 

@@ -31,8 +31,7 @@ struct BootstrapPeer {
 class BootstrapNetwork {
  public:
   /// Connects (retrying until Config::timeoutMs), authenticates, and waits for the table of all ranks.
-  static std::shared_ptr<BootstrapNetwork> connect(const Config& config, const UniqueIdInfo& id, int rank,
-                                                   int nranks);
+  static std::shared_ptr<BootstrapNetwork> connect(const Config& config, const UniqueIdInfo& id, int rank, int nranks);
   ~BootstrapNetwork();
   BootstrapNetwork(const BootstrapNetwork&) = delete;
   BootstrapNetwork& operator=(const BootstrapNetwork&) = delete;
@@ -56,6 +55,8 @@ class BootstrapNetwork {
   RecvStatus recv(uint64_t commId, int fromWorld, uint64_t tag, bootstrap_io::Deadline deadline,
                   std::vector<uint8_t>& out);
 
+  /// Runs `handler` once for the first failure: later from the receiver thread, or right away on the
+  /// calling thread if a failure is already recorded.
   uint64_t addFailureHandler(std::function<void(const std::string&)> handler);
   void removeFailureHandler(uint64_t id);
   /// Records the failure locally (waiters wake) and asks the root to tell every other rank.
@@ -86,8 +87,8 @@ class BootstrapNetwork {
   std::condition_variable cv_;
   std::map<MailboxKey, std::deque<std::vector<uint8_t>>> mailboxes_;
   std::string failure_;
-  bool rootLost_ = false;       // the connection is unusable: sends fail fast
-  bool closing_ = false;        // the destructor said goodbye: EOF from the root is expected
+  bool rootLost_ = false;  // the connection is unusable: sends fail fast
+  bool closing_ = false;   // the destructor said goodbye: EOF from the root is expected
   bool receiverDone_ = false;
   std::map<uint64_t, std::function<void(const std::string&)>> handlers_;
   uint64_t nextHandlerId_ = 1;

@@ -43,8 +43,7 @@ std::string localHostName() {
   return buf;
 }
 
-uint64_t challengeMac(const std::array<uint8_t, 16>& secret, const uint8_t* challenge, uint32_t rank,
-                      uint32_t nranks) {
+uint64_t challengeMac(const std::array<uint8_t, 16>& secret, const uint8_t* challenge, uint32_t rank, uint32_t nranks) {
   WireWriter w;
   w.bytes(challenge, kChallengeBytes).u32(rank).u32(nranks);
   return sipHash24(secret, w.data().data(), w.data().size());
@@ -110,9 +109,7 @@ class RootService {
     std::vector<uint8_t> out;
     size_t outOff = 0;
 
-    std::string who() const {
-      return strprintf("rank %d (host %s, pid %u)", rank, host.c_str(), pid);
-    }
+    std::string who() const { return strprintf("rank %d (host %s, pid %u)", rank, host.c_str(), pid); }
   };
 
   void run() {
@@ -321,7 +318,8 @@ class RootService {
         handleHello(c, p, len);
         return;
       case State::kWaiting:
-        protocolError(c, strprintf("sent message type %u before the rendezvous completed", static_cast<uint32_t>(type)));
+        protocolError(c,
+                      strprintf("sent message type %u before the rendezvous completed", static_cast<uint32_t>(type)));
         return;
       case State::kActive:
         break;
@@ -431,8 +429,8 @@ class RootService {
     Conn* dst = to < rankConn_.size() ? rankConn_[to] : nullptr;
     if (!dst || dst->dead || dst->state != State::kActive || dst->goodbye) {
       // The destination left; if it died, the sender hears about it through a FAILURE.
-      STRATA_TRACE(kLogBootstrap, "bootstrap root %s: dropping a message from rank %u to rank %u (gone)",
-                   name_.c_str(), from, to);
+      STRATA_TRACE(kLogBootstrap, "bootstrap root %s: dropping a message from rank %u to rank %u (gone)", name_.c_str(),
+                   from, to);
       return;
     }
     queue(*dst, MsgType::kRelay, payload);
@@ -571,13 +569,13 @@ class RootService {
   Fd wake_;
   const std::array<uint8_t, 16> secret_;
   const bool hinted_;
-  int expected_;                   // 0 until known
-  std::string firstWho_;           // the rank whose nranks set expected_ (no hint)
-  const std::string name_;         // "host:port", for logs
+  int expected_;            // 0 until known
+  std::string firstWho_;    // the rank whose nranks set expected_ (no hint)
+  const std::string name_;  // "host:port", for logs
   const std::string myHost_;
   const uint32_t myPid_;
   std::vector<std::unique_ptr<Conn>> conns_;
-  std::vector<Conn*> rankConn_;    // by rank; null = absent
+  std::vector<Conn*> rankConn_;  // by rank; null = absent
   int arrived_ = 0;
   bool complete_ = false;
   bool failed_ = false;

@@ -86,8 +86,10 @@ SockAddr sockAddrFromRaw(uint8_t family, const uint8_t addr[16], uint16_t port) 
 
 void sockAddrToRaw(const SockAddr& a, uint8_t* out) {
   std::memset(out, 0, 16);
-  if (a.family() == AF_INET) std::memcpy(out, &reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr, 4);
-  else if (a.family() == AF_INET6) std::memcpy(out, &reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr, 16);
+  if (a.family() == AF_INET)
+    std::memcpy(out, &reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr, 4);
+  else if (a.family() == AF_INET6)
+    std::memcpy(out, &reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr, 16);
 }
 
 SockAddr resolveHost(const std::string& host, uint16_t port, bool passive, const std::string& what) {
@@ -249,13 +251,14 @@ Fd connectWithRetry(const SockAddr& addr, Deadline deadline, const std::string& 
     // Refused / unreachable / reset are what a root that is not listening yet looks like: retry.
     // Anything else (bad address family, no permission) will not get better.
     bool transient = lastErr == ECONNREFUSED || lastErr == ETIMEDOUT || lastErr == EHOSTUNREACH ||
-                     lastErr == ENETUNREACH || lastErr == ECONNRESET || lastErr == ECONNABORTED ||
-                     lastErr == EAGAIN || lastErr == EADDRNOTAVAIL;
+                     lastErr == ENETUNREACH || lastErr == ECONNRESET || lastErr == ECONNABORTED || lastErr == EAGAIN ||
+                     lastErr == EADDRNOTAVAIL;
     if (!transient) throw SysError(who + ": connect to bootstrap root " + addr.str(), lastErr);
     if (deadline.expired() || Clock::now() + sleep >= deadline.at) {
-      throw TimeoutError(strprintf("%s: could not connect to bootstrap root %s before the deadline "
-                                   "(%d attempts, last error: %s); is the root running and reachable?",
-                                   who.c_str(), addr.str().c_str(), attempts, std::strerror(lastErr)));
+      throw TimeoutError(
+          strprintf("%s: could not connect to bootstrap root %s before the deadline "
+                    "(%d attempts, last error: %s); is the root running and reachable?",
+                    who.c_str(), addr.str().c_str(), attempts, std::strerror(lastErr)));
     }
     std::this_thread::sleep_for(sleep);
     sleep = std::min(sleep * 2, std::chrono::milliseconds(200));
@@ -320,9 +323,12 @@ void fillRandom(void* out, size_t n) {
   if (!dev.valid()) STRATA_THROW_SYS("bootstrap: open /dev/urandom");
   while (done < n) {
     ssize_t r = ::read(dev.get(), p + done, n - done);
-    if (r > 0) done += static_cast<size_t>(r);
-    else if (r < 0 && errno == EINTR) continue;
-    else STRATA_THROW_SYS("bootstrap: read /dev/urandom");
+    if (r > 0)
+      done += static_cast<size_t>(r);
+    else if (r < 0 && errno == EINTR)
+      continue;
+    else
+      STRATA_THROW_SYS("bootstrap: read /dev/urandom");
   }
 }
 

@@ -52,13 +52,14 @@ UniqueIdInfo decodeUniqueId(const strataUniqueId& id) {
   const auto* b = reinterpret_cast<const uint8_t*>(id.internal);
   const uint32_t magic = static_cast<uint32_t>(getLe(b, 4));
   if (magic != kUniqueIdMagic) {
-    throw InvalidArgument(strprintf("unique id: bad magic 0x%08x (expected 0x%08x): not a Strata unique id, or "
-                                    "it was not copied to this rank intact",
-                                    magic, kUniqueIdMagic));
+    throw InvalidArgument(
+        strprintf("unique id: bad magic 0x%08x (expected 0x%08x): not a Strata unique id, or "
+                  "it was not copied to this rank intact",
+                  magic, kUniqueIdMagic));
   }
   if (b[4] != kUniqueIdVersion) {
-    throw InvalidArgument(strprintf("unique id: version %u, this library understands version %u", b[4],
-                                    kUniqueIdVersion));
+    throw InvalidArgument(
+        strprintf("unique id: version %u, this library understands version %u", b[4], kUniqueIdVersion));
   }
   if (getLe(b + kChecksumOffset, 8) != sipHash24(kChecksumKey, b, kChecksumOffset)) {
     throw InvalidArgument("unique id: checksum mismatch: the id was corrupted or truncated on its way to this rank");
@@ -89,8 +90,8 @@ std::array<uint8_t, 16> randomSecret() {
 UniqueIdInfo uniqueIdForEnv(const EnvLaunch& env) {
   if (env.rootAddr.empty()) throw InvalidArgument("environment launch (" + env.source + "): no root address");
   if (env.rootPort == 0) throw InvalidArgument("environment launch (" + env.source + "): root port is 0");
-  auto addr = bootstrap_io::resolveHost(env.rootAddr, env.rootPort, false,
-                                        "bootstrap root address (" + env.source + ")");
+  auto addr =
+      bootstrap_io::resolveHost(env.rootAddr, env.rootPort, false, "bootstrap root address (" + env.source + ")");
   UniqueIdInfo info;
   info.magic = kUniqueIdMagic;
   info.family = static_cast<uint8_t>(addr.family());

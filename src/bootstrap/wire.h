@@ -92,7 +92,7 @@ class WireReader {
   }
   void bytes(void* out, size_t n) {
     need(n);
-    std::memcpy(out, p_ + pos_, n);
+    if (n) std::memcpy(out, p_ + pos_, n);  // out may be null for n == 0 (an empty vector's data())
     pos_ += n;
   }
   std::string str() {
@@ -113,8 +113,8 @@ class WireReader {
  private:
   void need(size_t n) const {
     if (n > n_ - pos_) {
-      throw RemoteError(strprintf("bootstrap: malformed message (needs %zu more bytes at offset %zu of %zu)", n,
-                                  pos_, n_));
+      throw RemoteError(
+          strprintf("bootstrap: malformed message (needs %zu more bytes at offset %zu of %zu)", n, pos_, n_));
     }
   }
   const uint8_t* p_;

@@ -201,10 +201,7 @@ strataResult_t strataCommInitFromEnv(strataComm_t* comm) {
   strataResult_t r = guarded(nullptr, [&] {
     Config config = Config::fromEnv();
     EnvLaunch launch = discoverEnvLaunch();
-    UniqueIdInfo info = uniqueIdForEnv(launch);
-    if (launch.rank == 0) startRootService(config, "0.0.0.0", launch.rootPort, launch.secret, launch.size);
-    auto boot = Bootstrap::connect(config, info, launch.rank, launch.size);
-    impl = Communicator::create(config, std::move(boot));
+    impl = Communicator::create(config, connectFromEnv(config, launch));
   });
   if (r != strataSuccess) return r;
   return finishInit(comm, std::move(impl));

@@ -30,6 +30,37 @@ inline void cpuRelax() {
 #endif
 }
 
+// Waits until every connection has handed its committed messages to the transport.
+class FlushRunner : public Waitable {
+ public:
+  explicit FlushRunner(std::vector<std::unique_ptr<Connection>>& conns) : conns_(conns) {}
+  bool progress() override {
+    bool moved = false;
+    for (auto& c : conns_)
+      if (c) moved |= c->progress();
+    return moved;
+  }
+  bool done() const override {
+    for (auto& c : conns_)
+      if (c && !c->flushed()) return false;
+    return true;
+  }
+  std::string describeStall() const override {
+    std::string out;
+    for (int p : stalledPeers()) out += strprintf("%ssends to rank %d not yet delivered", out.empty() ? "" : "; ", p);
+    return out;
+  }
+  std::vector<int> stalledPeers() const override {
+    std::vector<int> peers;
+    for (auto& c : conns_)
+      if (c && !c->flushed()) peers.push_back(c->peer());
+    return peers;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Connection>>& conns_;
+};
+
 }  // namespace
 
 // ---- Task ---------------------------------------------------------------------------------------------
@@ -371,7 +402,7 @@ std::string Communicator::explainRemote(const std::string& what, const Error& e)
   return what + ": " + e.what();
 }
 
-void Communicator::drive(PlanRunner& runner, const std::string& what) {
+void Communicator::drive(Waitable& runner, const std::string& what) {
   const int64_t start = nowNs();
   const int64_t deadline = start + config_.timeoutMs * 1000000;
   const int64_t spinNs = int64_t(config_.spinUs) * 1000;
@@ -389,6 +420,11 @@ void Communicator::drive(PlanRunner& runner, const std::string& what) {
       idleSince = 0;
       continue;
     }
+    // While stalled, keep every link moving, not only this plan's: bytes an earlier plan committed may
+    // still sit in a TCP staging buffer that a peer is waiting for.
+    for (auto& c : conns_)
+      if (c) moved |= c->progress();
+    if (moved) continue;
     const int64_t now = nowNs();
     if (idleSince == 0) {
       idleSince = now;
@@ -440,6 +476,11 @@ void Communicator::executePlan(const Plan& plan, std::vector<void*> buffers, str
   PlanRunner runner(plan, std::move(buffers), dtype, op, config_.pieceBytes,
                     [this](int peer) { return conns_[static_cast<size_t>(peer)].get(); });
   drive(runner, what);
+  // A blocking call returns only once its messages have left this process: a peer must never wait on
+  // bytes parked in our staging buffers while we compute. Every receiver of this plan is in this plan,
+  // so this cannot wait in a cycle.
+  FlushRunner flush(conns_);
+  drive(flush, what + " (flushing sends)");
 }
 
 }  // namespace strata

@@ -98,7 +98,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void executePlan(const Plan& plan, std::vector<void*> buffers, strataDataType_t dtype, ReduceKind op,
                    const std::string& what);
   void ensureConnections(const Plan& plan);
-  void drive(PlanRunner& runner, const std::string& what);
+  void drive(Waitable& runner, const std::string& what);
   /// Message for a transport error, naming the rank that failed first when the control plane knows it.
   std::string explainRemote(const std::string& what, const Error& e);
   void fail(const Error& e);

@@ -15,7 +15,19 @@
 
 namespace strata {
 
-class PlanRunner {
+/// Something the executor waits on: polled until done, with a description for timeout messages.
+class Waitable {
+ public:
+  virtual ~Waitable() = default;
+  /// Advances without blocking; true if anything moved.
+  virtual bool progress() = 0;
+  virtual bool done() const = 0;
+  virtual std::string describeStall() const = 0;
+  /// Peers whose liveness to check while stalled.
+  virtual std::vector<int> stalledPeers() const = 0;
+};
+
+class PlanRunner : public Waitable {
  public:
   /// `buffers[i]` is the base of plan buffer i (nullptr allowed where the plan never touches it);
   /// `connFor(peer)` returns the connection to that peer (called lazily, at most once per peer).
@@ -24,12 +36,12 @@ class PlanRunner {
 
   /// Advances every lane as far as it can without waiting. Returns true if anything moved.
   /// Throws on transport errors and on size mismatches with a peer.
-  bool progress();
-  bool done() const { return lanesLeft_ == 0; }
+  bool progress() override;
+  bool done() const override { return lanesLeft_ == 0; }
   /// Human-readable position of each unfinished lane (for timeout messages): op index, kind, peers.
-  std::string describeStall() const;
+  std::string describeStall() const override;
   /// Peers that unfinished lanes are waiting on right now.
-  std::vector<int> stalledPeers() const;
+  std::vector<int> stalledPeers() const override;
 
  private:
   struct LaneState {

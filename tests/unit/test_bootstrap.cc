@@ -1,8 +1,8 @@
 // Bootstrap: SipHash, unique ids, rendezvous and the control plane (ranks as threads, plus fork()ed
 // ranks for deaths), and discovery of launcher environments.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,8 +18,8 @@
 #include <future>
 #include <latch>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -229,8 +229,10 @@ TEST_P(BootstrapRanks, AllGatherBarrierSendRecvSplit) {
   for (int r = 0; r < n; ++r) {
     for (int p = 0; p < n; ++p) {
       if (r == p || (n > 2 && (r == n - 1 || p == n - 1))) continue;
-      if (r % 2 == p % 2) EXPECT_EQ(splitIds[static_cast<size_t>(r)], splitIds[static_cast<size_t>(p)]);
-      else EXPECT_NE(splitIds[static_cast<size_t>(r)], splitIds[static_cast<size_t>(p)]);
+      if (r % 2 == p % 2)
+        EXPECT_EQ(splitIds[static_cast<size_t>(r)], splitIds[static_cast<size_t>(p)]);
+      else
+        EXPECT_NE(splitIds[static_cast<size_t>(r)], splitIds[static_cast<size_t>(p)]);
     }
   }
 }
@@ -488,6 +490,10 @@ TEST(Bootstrap, ReportFailureReachesOthers) {
       EXPECT_TRUE(contains(std::string(e.what()), "boom on rank 1"));
       EXPECT_TRUE(contains(std::string(e.what()), "rank 1"));
     }
+    // A handler registered after the failure still hears about it, at once.
+    bool late = false;
+    bs->setFailureHandler([&](const std::string& why) { late = why.find("boom on rank 1") != std::string::npos; });
+    EXPECT_TRUE(late);
   });
   EXPECT_EQ(handlerCalls.load(), 2);  // ranks 0 and 2, not the reporter itself
 }
@@ -582,25 +588,49 @@ TEST(Bootstrap, ConnectFromEnvEndToEnd) {
 class ScopedLaunchEnv {
  public:
   explicit ScopedLaunchEnv(const std::map<std::string, std::string>& vars) {
-    static const char* kAll[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                                 "STRATA_SECRET", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
-                                 "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                 "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
-                                 "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID",
-                                 "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NODEID",
-                                 "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_JOB_ID", "SLURM_JOBID",
-                                 "SLURM_STEP_ID", "SLURM_STEPID"};
+    static const char* kAll[] = {"RANK",
+                                 "WORLD_SIZE",
+                                 "LOCAL_RANK",
+                                 "LOCAL_WORLD_SIZE",
+                                 "MASTER_ADDR",
+                                 "MASTER_PORT",
+                                 "STRATA_SECRET",
+                                 "TORCHELASTIC_RUN_ID",
+                                 "TORCHELASTIC_USE_AGENT_STORE",
+                                 "OMPI_COMM_WORLD_RANK",
+                                 "OMPI_COMM_WORLD_SIZE",
+                                 "OMPI_COMM_WORLD_LOCAL_RANK",
+                                 "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                 "OMPI_MCA_ess_base_jobid",
+                                 "PMIX_NAMESPACE",
+                                 "SLURM_PROCID",
+                                 "SLURM_NTASKS",
+                                 "SLURM_NPROCS",
+                                 "SLURM_LOCALID",
+                                 "SLURM_NTASKS_PER_NODE",
+                                 "SLURM_TASKS_PER_NODE",
+                                 "SLURM_NODEID",
+                                 "SLURM_STEP_NODELIST",
+                                 "SLURM_JOB_NODELIST",
+                                 "SLURM_JOB_ID",
+                                 "SLURM_JOBID",
+                                 "SLURM_STEP_ID",
+                                 "SLURM_STEPID"};
     for (const char* name : kAll) {
-      if (const char* v = std::getenv(name)) saved_[name] = v;
-      else saved_[name] = std::nullopt;
+      if (const char* v = std::getenv(name))
+        saved_[name] = v;
+      else
+        saved_[name] = std::nullopt;
       unsetenv(name);
     }
     for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
   }
   ~ScopedLaunchEnv() {
     for (const auto& [k, v] : saved_) {
-      if (v) setenv(k.c_str(), v->c_str(), 1);
-      else unsetenv(k.c_str());
+      if (v)
+        setenv(k.c_str(), v->c_str(), 1);
+      else
+        unsetenv(k.c_str());
     }
   }
 
@@ -609,10 +639,16 @@ class ScopedLaunchEnv {
 };
 
 TEST(EnvLaunch, Torchrun) {
-  ScopedLaunchEnv env({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
-                       {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "job7"},
+  ScopedLaunchEnv env({{"RANK", "3"},
+                       {"WORLD_SIZE", "8"},
+                       {"LOCAL_RANK", "1"},
+                       {"LOCAL_WORLD_SIZE", "4"},
+                       {"MASTER_ADDR", "10.1.2.3"},
+                       {"MASTER_PORT", "29500"},
+                       {"TORCHELASTIC_RUN_ID", "job7"},
                        // Open MPI variables too: RANK/WORLD_SIZE take precedence.
-                       {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}});
+                       {"OMPI_COMM_WORLD_RANK", "0"},
+                       {"OMPI_COMM_WORLD_SIZE", "1"}});
   const EnvLaunch e = discoverEnvLaunch();
   EXPECT_EQ(e.source, "torchrun");
   EXPECT_EQ(e.rank, 3);
@@ -632,7 +668,10 @@ TEST(EnvLaunch, Torchrun) {
 }
 
 TEST(EnvLaunch, StrataRunSecret) {
-  ScopedLaunchEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "40000"},
+  ScopedLaunchEnv env({{"RANK", "0"},
+                       {"WORLD_SIZE", "2"},
+                       {"MASTER_ADDR", "127.0.0.1"},
+                       {"MASTER_PORT", "40000"},
                        {"STRATA_SECRET", "000102030405060708090a0B0c0d0e0f"}});
   const EnvLaunch e = discoverEnvLaunch();
   EXPECT_EQ(e.source, "strata-run");
@@ -669,8 +708,10 @@ TEST(EnvLaunch, TorchrunErrors) {
 
 TEST(EnvLaunch, OpenMpi) {
   {
-    ScopedLaunchEnv env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                         {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+    ScopedLaunchEnv env({{"OMPI_COMM_WORLD_RANK", "1"},
+                         {"OMPI_COMM_WORLD_SIZE", "4"},
+                         {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                         {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
                          {"OMPI_MCA_ess_base_jobid", "123456789"}});
     const EnvLaunch e = discoverEnvLaunch();
     EXPECT_EQ(e.source, "openmpi");
@@ -691,8 +732,10 @@ TEST(EnvLaunch, OpenMpi) {
     EXPECT_EQ(discoverEnvLaunch().rootPort, 31000);
   }
   {
-    ScopedLaunchEnv env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-                         {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+    ScopedLaunchEnv env({{"OMPI_COMM_WORLD_RANK", "0"},
+                         {"OMPI_COMM_WORLD_SIZE", "8"},
+                         {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                         {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
                          {"PMIX_NAMESPACE", "prterun-host-1234@1"}});
     try {
       discoverEnvLaunch();
@@ -709,10 +752,15 @@ TEST(EnvLaunch, OpenMpi) {
 }
 
 TEST(EnvLaunch, Slurm) {
-  ScopedLaunchEnv env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "0"},
-                       {"SLURM_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "3"},
-                       {"SLURM_STEP_NODELIST", "node[01-04,07],gpu3"}, {"SLURM_JOB_NODELIST", "other[1-9]"},
-                       {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}});
+  ScopedLaunchEnv env({{"SLURM_PROCID", "5"},
+                       {"SLURM_NTASKS", "7"},
+                       {"SLURM_LOCALID", "0"},
+                       {"SLURM_TASKS_PER_NODE", "2(x3),1"},
+                       {"SLURM_NODEID", "3"},
+                       {"SLURM_STEP_NODELIST", "node[01-04,07],gpu3"},
+                       {"SLURM_JOB_NODELIST", "other[1-9]"},
+                       {"SLURM_JOB_ID", "4242"},
+                       {"SLURM_STEP_ID", "0"}});
   const EnvLaunch e = discoverEnvLaunch();
   EXPECT_EQ(e.source, "slurm");
   EXPECT_EQ(e.rank, 5);
