@@ -1,9 +1,13 @@
 #include "bootstrap/network.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "bootstrap/wire.h"
@@ -11,6 +15,26 @@
 #include "util/log.h"
 
 namespace strata {
+namespace {
+
+// True if pid has exited: no such process, or a zombie not yet reaped by its parent (its sockets are
+// already closed, which is how we noticed).
+bool processGone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return true;
+  char buf[512] = {0};
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* close = std::strrchr(buf, ')');  // the state follows "pid (comm) "
+  return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
+
+}  // namespace
+
 namespace {
 
 using namespace bootstrap_io;
@@ -214,9 +238,27 @@ void BootstrapNetwork::receiverLoop() {
     rootLost_ = true;
   }
   if (!expected) {
-    recordFailure(strprintf("bootstrap root unreachable: rank %d lost its connection to the root at %s (%s); the "
+    // The root usually lives in rank 0's process. A rank on this host whose process is gone is the likely
+    // culprit: name it, so the message says which rank died and not only that the root is unreachable.
+    // A dying process closes its sockets a moment before it is marked exited: look for up to half a second.
+    std::string culprit;
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    for (int attempt = 0; attempt < 50 && culprit.empty(); ++attempt) {
+      if (attempt) usleep(10000);
+      for (size_t r = 0; r < peers_.size(); ++r) {
+        const BootstrapPeer& p = peers_[r];
+        if (p.host == host && p.pid != 0 && static_cast<pid_t>(p.pid) != getpid() &&
+            processGone(static_cast<pid_t>(p.pid))) {
+          culprit += strprintf("%srank %zu (host %s, pid %u) died", culprit.empty() ? "" : ", ", r, p.host.c_str(),
+                               p.pid);
+        }
+      }
+    }
+    recordFailure(strprintf("%s%sbootstrap root unreachable: rank %d lost its connection to the root at %s (%s); the "
                             "root's process probably died",
-                            rank_, rootAddr_.str().c_str(), why.c_str()),
+                            culprit.c_str(), culprit.empty() ? "" : "; ", rank_, rootAddr_.str().c_str(),
+                            why.c_str()),
                   true);
   }
   {
