@@ -11,7 +11,7 @@ APT_PACKAGES=(
   libgloo-dev libopenblas-dev
   iproute2 procps bc python3-dev
 )
-PIP_PACKAGES=(numpy pytest)
+PIP_PACKAGES=(numpy pytest matplotlib)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

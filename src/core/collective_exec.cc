@@ -44,6 +44,19 @@ bool isInPlace(const CollCall& c, int rank, size_t esize) {
   }
 }
 
+// Every peer a plan talks to, ascending (the order connections are set up in).
+std::vector<int> planPeers(const Plan& plan) {
+  std::vector<int> peers;
+  for (const auto& lane : plan.lanes)
+    for (const Op& op : lane) {
+      if (op.recvPeer >= 0) peers.push_back(op.recvPeer);
+      if (op.sendPeer >= 0) peers.push_back(op.sendPeer);
+    }
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  return peers;
+}
+
 }  // namespace
 
 void Communicator::validate(const CollCall& c) const {
@@ -87,24 +100,25 @@ void Communicator::validate(const CollCall& c) const {
 }
 
 std::string Communicator::chooseAlgorithm(const CollCall& c) const {
-  const std::string coll = collName(c.kind);
-  const auto names = algorithmsFor(c.kind);
-  auto forced = config_.algo.find(coll);
-  if (forced != config_.algo.end()) {
-    if (std::find(names.begin(), names.end(), forced->second) == names.end()) {
-      std::string list;
-      for (auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      throw InvalidArgument(strprintf("STRATA_ALGO: %s has no algorithm '%s' (available: %s)", coll.c_str(),
-                                      forced->second.c_str(), list.c_str()));
+  if (!config_.algo.empty()) {
+    const std::string coll = collName(c.kind);
+    auto forced = config_.algo.find(coll);
+    if (forced != config_.algo.end()) {
+      const auto names = algorithmsFor(c.kind);
+      if (std::find(names.begin(), names.end(), forced->second) == names.end()) {
+        std::string list;
+        for (auto& n : names) list += (list.empty() ? "" : ", ") + n;
+        throw InvalidArgument(strprintf("STRATA_ALGO: %s has no algorithm '%s' (available: %s)", coll.c_str(),
+                                        forced->second.c_str(), list.c_str()));
+      }
+      return forced->second;
     }
-    return forced->second;
   }
   if (c.kind == CollKind::kAllReduce) {
     const size_t bytes = c.count * dtypeSize(c.dtype);
-    bool oneHost = std::all_of(hostIds_.begin(), hostIds_.end(), [&](const std::string& h) { return h == hostIds_[0]; });
-    if (oneHost && bytes <= config_.oneShotMaxBytes && nranks_ > 1) return "oneshot";
+    if (oneHost_ && bytes <= config_.oneShotMaxBytes && nranks_ > 1) return "oneshot";
   }
-  return names.front();
+  return defaultAlgo_[static_cast<int>(c.kind)];
 }
 
 void Communicator::executeCollective(const CollCall& call) {
@@ -112,10 +126,8 @@ void Communicator::executeCollective(const CollCall& call) {
   const uint64_t seq = ++seq_;
   const size_t esize = dtypeSize(call.dtype);
   const std::string algo = chooseAlgorithm(call);
-  const std::string what = strprintf("rank %d: %s #%llu (count %zu, %s, %s)", rank_, collName(call.kind),
-                                     static_cast<unsigned long long>(seq), call.count, dtypeName(call.dtype),
-                                     algo.c_str());
-  STRATA_TRACE(kLogColl, "%s", what.c_str());
+  OpLabel what{rank_, collName(call.kind), seq, call.count, call.dtype, algo.c_str(), 0};
+  STRATA_TRACE(kLogColl, "%s", what.str().c_str());
 
   // Map the user op onto a kernel plus pre-scaling / post-division (NCCL's Avg and PreMulSum).
   EffectiveOp eff;
@@ -146,28 +158,28 @@ void Communicator::executeCollective(const CollCall& call) {
   std::vector<void*> buffers(kBuffersPerColl, nullptr);
   buffers[kBufSend] = const_cast<void*>(call.sendbuff);
   buffers[kBufRecv] = call.recvbuff;
-  std::vector<char> scaled;
   if (eff.preMul != 1.0 && call.sendbuff) {
     // Pre-multiplied inputs go through a private copy: the user's send buffer stays untouched.
     size_t sendElems = 0, recvElems = 0;
     bufferCounts(call, nranks_, rank_, &sendElems, &recvElems);
-    scaled.resize(sendElems * esize);
-    scaleBy(scaled.data(), call.sendbuff, sendElems, call.dtype, eff.preMul);
-    buffers[kBufSend] = scaled.data();
+    if (preScaled_.size() < sendElems * esize) preScaled_.resize(sendElems * esize);
+    scaleBy(preScaled_.data(), call.sendbuff, sendElems, call.dtype, eff.preMul);
+    buffers[kBufSend] = preScaled_.data();
     args.inPlace = false;
   } else {
     args.inPlace = isInPlace(call, rank_, esize);
   }
 
-  const std::string key = strprintf("%d/%zu/%d/%d/%d/%zu/%s", static_cast<int>(call.kind), call.count, call.root,
-                                    call.peer, args.inPlace ? 1 : 0, args.chunkElems, algo.c_str());
+  PlanKey key{static_cast<int>(call.kind), call.root, call.peer, args.inPlace ? 1 : 0, call.count, args.chunkElems, algo};
   auto it = planCache_.find(key);
   if (it == planCache_.end()) {
     if (planCache_.size() > 256) planCache_.clear();
-    auto plan = std::make_unique<Plan>(makePlan(args, algo));
-    it = planCache_.emplace(key, std::move(plan)).first;
+    auto cached = std::make_unique<CachedPlan>();
+    cached->plan = makePlan(args, algo);
+    cached->peers = planPeers(cached->plan);
+    it = planCache_.emplace(std::move(key), std::move(cached)).first;
   }
-  executePlan(*it->second, std::move(buffers), call.dtype, eff.kind, what);
+  executePlan(it->second->plan, it->second->peers, std::move(buffers), call.dtype, eff.kind, what);
 
   if (eff.postDiv != 1) {
     size_t sendElems = 0, recvElems = 0;
@@ -188,8 +200,7 @@ void Communicator::executeP2P(const std::vector<CollCall>& calls) {
   std::map<std::pair<int, int>, size_t> laneOf;  // (peer, 0=send/1=recv) -> lane
   std::vector<size_t> selfSends, selfRecvs;
   const uint64_t seq = ++seq_;
-  std::string what = strprintf("rank %d: send/recv group #%llu (%zu ops)", rank_, static_cast<unsigned long long>(seq),
-                               calls.size());
+  OpLabel what{rank_, "send/recv group", seq, 0, strataUint8, "p2p", calls.size()};
   strataDataType_t dtype = calls.front().dtype;
   for (size_t i = 0; i < calls.size(); ++i) {
     const CollCall& c = calls[i];
@@ -263,10 +274,9 @@ void Communicator::executeP2P(const std::vector<CollCall>& calls) {
     plan.lanes.back().push_back(op);
   }
   if (plan.lanes.empty()) return;
-  what += strprintf(" (%zu lanes)", plan.lanes.size());
   // Region buffer indices here are 2 per call (send, recv); executePlan only adds scratch for index 2 when
   // the plan asks for scratch, which p2p plans never do.
-  executePlan(plan, std::move(buffers), dtype, ReduceKind::kSum, what);
+  executePlan(plan, planPeers(plan), std::move(buffers), dtype, ReduceKind::kSum, what);
 }
 
 }  // namespace strata

@@ -110,6 +110,9 @@ std::shared_ptr<Communicator> Communicator::create(const Config& config, std::sh
   std::string me = hostIdentity(config);
   auto all = comm->bootstrap_->allGather(me.data(), me.size());
   for (auto& h : all) comm->hostIds_.emplace_back(h.begin(), h.end());
+  for (auto& h : comm->hostIds_) comm->oneHost_ &= h == comm->hostIds_[0];
+  for (int k = 0; k <= static_cast<int>(CollKind::kBarrier); ++k)
+    comm->defaultAlgo_[k] = algorithmsFor(static_cast<CollKind>(k)).front();
   std::weak_ptr<Communicator> weak = comm;
   comm->bootstrap_->setFailureHandler([weak](const std::string& reason) {
     if (auto c = weak.lock()) {
@@ -364,15 +367,7 @@ size_t Communicator::chunkElems(strataDataType_t dtype) const {
   return std::max<size_t>(1, bytes / dtypeSize(dtype));
 }
 
-void Communicator::ensureConnections(const Plan& plan) {
-  std::vector<int> peers;
-  for (const auto& lane : plan.lanes)
-    for (const Op& op : lane) {
-      if (op.recvPeer >= 0) peers.push_back(op.recvPeer);
-      if (op.sendPeer >= 0) peers.push_back(op.sendPeer);
-    }
-  std::sort(peers.begin(), peers.end());
-  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+void Communicator::ensureConnections(const std::vector<int>& peers) {
   // Ascending peer order on every rank is consistent with the global order of pairs (min, max), so
   // blocking pairwise set-ups cannot wait on each other in a cycle.
   for (int p : peers) {
@@ -383,6 +378,12 @@ void Communicator::ensureConnections(const Plan& plan) {
     conns_[static_cast<size_t>(p)] = useShm ? connectShm(*bootstrap_, config_, p, kConnSetupTag)
                                             : connectTcp(*bootstrap_, config_, p, kConnSetupTag);
   }
+}
+
+std::string OpLabel::str() const {
+  if (nops) return strprintf("rank %d: %s #%llu (%zu ops)", rank, name, static_cast<unsigned long long>(seq), nops);
+  return strprintf("rank %d: %s #%llu (count %zu, %s, %s)", rank, name, static_cast<unsigned long long>(seq), count,
+                   dtypeName(dtype), algorithm);
 }
 
 std::string Communicator::explainRemote(const std::string& what, const Error& e) {
@@ -402,7 +403,8 @@ std::string Communicator::explainRemote(const std::string& what, const Error& e)
   return what + ": " + e.what();
 }
 
-void Communicator::drive(Waitable& runner, const std::string& what) {
+void Communicator::drive(Waitable& runner, const OpLabel& label, const char* phase) {
+  auto whatStr = [&] { return label.str() + (phase ? phase : ""); };
   const int64_t start = nowNs();
   const int64_t deadline = start + config_.timeoutMs * 1000000;
   const int64_t spinNs = int64_t(config_.spinUs) * 1000;
@@ -414,7 +416,7 @@ void Communicator::drive(Waitable& runner, const std::string& what) {
     try {
       moved = runner.progress();
     } catch (const Error& e) {
-      throw Error(e.code(), explainRemote(what, e));
+      throw Error(e.code(), explainRemote(whatStr(), e));
     }
     if (moved) {
       idleSince = 0;
@@ -433,7 +435,7 @@ void Communicator::drive(Waitable& runner, const std::string& what) {
     }
     if (failed_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lk(failMutex_);
-      throw RemoteError(what + " aborted: " + failMessage_);
+      throw RemoteError(whatStr() + " aborted: " + failMessage_);
     }
     if (now >= nextCheck) {
       nextCheck = now + 50000000;  // every 50 ms while stalled
@@ -442,12 +444,12 @@ void Communicator::drive(Waitable& runner, const std::string& what) {
           try {
             conns_[static_cast<size_t>(p)]->checkPeer();
           } catch (const Error& e) {
-            throw RemoteError(explainRemote(what, e));
+            throw RemoteError(explainRemote(whatStr(), e));
           }
         }
       }
       if (now > deadline)
-        throw TimeoutError(strprintf("%s timed out after %lld ms (STRATA_TIMEOUT_MS) waiting on: %s", what.c_str(),
+        throw TimeoutError(strprintf("%s timed out after %lld ms (STRATA_TIMEOUT_MS) waiting on: %s", whatStr().c_str(),
                                      static_cast<long long>(config_.timeoutMs), runner.describeStall().c_str()));
     }
     // Spin briefly, then yield, then sleep: ranks often outnumber cores.
@@ -464,14 +466,14 @@ void Communicator::drive(Waitable& runner, const std::string& what) {
   }
 }
 
-void Communicator::executePlan(const Plan& plan, std::vector<void*> buffers, strataDataType_t dtype, ReduceKind op,
-                               const std::string& what) {
-  ensureConnections(plan);
-  std::vector<char> scratch;
+void Communicator::executePlan(const Plan& plan, const std::vector<int>& peers, std::vector<void*> buffers,
+                               strataDataType_t dtype, ReduceKind op, const OpLabel& what) {
+  ensureConnections(peers);
   if (plan.scratchElems) {
-    scratch.resize(plan.scratchElems * dtypeSize(dtype));
+    const size_t bytes = plan.scratchElems * dtypeSize(dtype);
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
     while (buffers.size() <= static_cast<size_t>(kBufScratch)) buffers.push_back(nullptr);
-    buffers[kBufScratch] = scratch.data();
+    buffers[kBufScratch] = scratch_.data();
   }
   PlanRunner runner(plan, std::move(buffers), dtype, op, config_.pieceBytes,
                     [this](int peer) { return conns_[static_cast<size_t>(peer)].get(); });
@@ -480,7 +482,7 @@ void Communicator::executePlan(const Plan& plan, std::vector<void*> buffers, str
   // bytes parked in our staging buffers while we compute. Every receiver of this plan is in this plan,
   // so this cannot wait in a cycle.
   FlushRunner flush(conns_);
-  drive(flush, what + " (flushing sends)");
+  if (!flush.done()) drive(flush, what, " (flushing sends)");
 }
 
 }  // namespace strata

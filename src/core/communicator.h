@@ -37,6 +37,19 @@ struct CollCall {
   int peer = -1;
 };
 
+/// What an executing operation is, for error messages. Formatted only when something goes wrong, so the
+/// small-message fast path does no string work.
+struct OpLabel {
+  int rank = 0;
+  const char* name = "";
+  uint64_t seq = 0;
+  size_t count = 0;
+  strataDataType_t dtype = strataFloat32;
+  const char* algorithm = "";
+  size_t nops = 0;  // send/recv groups: number of calls
+  std::string str() const;
+};
+
 /// Completion of a batch of calls on one communicator.
 class Task {
  public:
@@ -95,10 +108,10 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void runLocked(const std::vector<CollCall>& calls);
   void executeCollective(const CollCall& call);
   void executeP2P(const std::vector<CollCall>& calls);
-  void executePlan(const Plan& plan, std::vector<void*> buffers, strataDataType_t dtype, ReduceKind op,
-                   const std::string& what);
-  void ensureConnections(const Plan& plan);
-  void drive(Waitable& runner, const std::string& what);
+  void executePlan(const Plan& plan, const std::vector<int>& peers, std::vector<void*> buffers,
+                   strataDataType_t dtype, ReduceKind op, const OpLabel& what);
+  void ensureConnections(const std::vector<int>& peers);
+  void drive(Waitable& runner, const OpLabel& what, const char* phase = nullptr);
   /// Message for a transport error, naming the rank that failed first when the control plane knows it.
   std::string explainRemote(const std::string& what, const Error& e);
   void fail(const Error& e);
@@ -112,7 +125,21 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   int nranks_ = 1;
   std::vector<std::string> hostIds_;
   std::vector<std::unique_ptr<Connection>> conns_;  // index: peer
-  std::map<std::string, std::unique_ptr<Plan>> planCache_;
+  struct PlanKey {
+    int kind, root, peer, inPlace;
+    size_t count, chunkElems;
+    std::string algorithm;
+    auto operator<=>(const PlanKey&) const = default;
+  };
+  struct CachedPlan {
+    Plan plan;
+    std::vector<int> peers;  // every peer the plan talks to, ascending
+  };
+  std::map<PlanKey, std::unique_ptr<CachedPlan>> planCache_;
+  std::vector<char> scratch_;    // grown to the largest scratch a plan has asked for
+  std::vector<char> preScaled_;  // pre-multiplied inputs (Avg on floats, PreMulSum)
+  bool oneHost_ = true;
+  std::string defaultAlgo_[16];
   uint64_t seq_ = 0;  // collective sequence number, for error messages
 
   struct PreMulSum {

@@ -4,7 +4,8 @@
 //
 // Per size and per mode (out of place, then in place): the check runs (inputs every type holds exactly,
 // every element of the result compared), the warm-up runs, then the timed runs. Each timed run is
-// measured on its own; a row reports the median, and the slowest rank's median, as the time.
+// measured on its own; a row reports the median, and the slowest rank's median, as the time. Baselines
+// (--baseline mpi,gloo) then run the same call out of place, through the same steps, on the same buffers.
 #include <getopt.h>
 #include <unistd.h>
 
@@ -16,10 +17,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "baseline.h"
 #include "collective.h"
 #include "dtype.h"
 #include "report.h"
@@ -57,7 +61,14 @@ struct Options {
   bool progress = false;
   bool injectFault = false;
   int showWrong = 0;
+  std::vector<std::string> baselines;  // --baseline: libraries timed next to Strata
 };
+
+std::string builtBaselineList() {
+  std::string list;
+  for (const std::string& name : builtBaselines()) list += (list.empty() ? "" : ", ") + name;
+  return list.empty() ? "none" : list;
+}
 
 void printUsage(FILE* out) {
   std::fprintf(out,
@@ -92,6 +103,10 @@ void printUsage(FILE* out) {
                "      --csv FILE           also write them as CSV (rank 0)\n"
                "      --progress           one line per finished size on stderr\n"
                "      --show-wrong N       describe the first N wrong elements of each rank on stderr\n"
+               "      --baseline LIST      also time these libraries on the same calls and buffers: mpi, gloo or\n"
+               "                           mpi,gloo (built here: %s). Each adds columns time, busbw, #wrong and\n"
+               "                           \"x NAME\" (Strata's out-of-place busbw / the baseline's); n/a where the\n"
+               "                           library lacks the type or op. mpi needs the ranks started by mpirun.\n"
                "      --inject-fault       TEST ONLY: corrupt one result element after the first check run, so\n"
                "                           the check must report it (#wrong > 0, exit status 1)\n"
                "  -h, --help               show this help\n"
@@ -101,8 +116,9 @@ void printUsage(FILE* out) {
                "median over the timed runs of the slowest rank, algbw = size / time, busbw = algbw x 2(n-1)/n\n"
                "(allreduce), (n-1)/n (reducescatter, allgather, alltoall) or 1 (broadcast, reduce, sendrecv).\n"
                "In-place sendrecv (one buffer sent from and received into) is timed but not checked (#wrong N/A).\n"
-               "Exit status: 0 if every check passed, 1 on a wrong result or a Strata error, 2 on bad usage.\n",
-               collNames());
+               "Exit status: 0 if every check passed (Strata's and the baselines'), 1 on a wrong result or an\n"
+               "error, 2 on bad usage.\n",
+               collNames(), builtBaselineList().c_str());
 }
 
 // The rank the launcher gave this process, before Strata is up: only rank 0 complains about options.
@@ -193,7 +209,7 @@ Options parseOptions(int argc, char** argv) {
   opt.coll = findColl(first);
   if (opt.coll == nullptr) usageError("unknown collective '" + first + "' (expected one of " + collNames() + ")");
 
-  enum LongOnly { kAlgo = 1000, kTransport, kJson, kCsv, kProgress, kInjectFault, kShowWrong };
+  enum LongOnly { kAlgo = 1000, kTransport, kJson, kCsv, kProgress, kInjectFault, kShowWrong, kBaseline };
   static const option kLongOptions[] = {
       {"minbytes", required_argument, nullptr, 'b'},
       {"maxbytes", required_argument, nullptr, 'e'},
@@ -218,6 +234,7 @@ Options parseOptions(int argc, char** argv) {
       {"progress", no_argument, nullptr, kProgress},
       {"inject-fault", no_argument, nullptr, kInjectFault},
       {"show-wrong", required_argument, nullptr, kShowWrong},
+      {"baseline", required_argument, nullptr, kBaseline},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -318,6 +335,21 @@ Options parseOptions(int argc, char** argv) {
         if (!parseInt(optarg, 0, 1 << 30, &opt.showWrong))
           usageError("--show-wrong: expected a count >= 0, got '" + arg + "'");
         break;
+      case kBaseline:
+        for (const std::string& name : splitList(arg)) {
+          const std::vector<std::string> known = knownBaselines(), built = builtBaselines();
+          if (std::find(known.begin(), known.end(), name) == known.end()) {
+            usageError("--baseline: unknown baseline '" + name + "' (expected mpi, gloo or mpi,gloo)");
+          }
+          if (std::find(built.begin(), built.end(), name) == built.end()) {
+            usageError("--baseline " + name + ": this strata-perf was built without it (built: " + builtBaselineList() +
+                       ")");
+          }
+          if (std::find(opt.baselines.begin(), opt.baselines.end(), name) == opt.baselines.end()) {
+            opt.baselines.push_back(name);
+          }
+        }
+        break;
       case 'h':
         printUsage(stdout);
         std::exit(0);
@@ -379,6 +411,7 @@ class PerfRun {
       return kExitUsage;
     }
     allocateBuffers();
+    startBaselines();
     describeRun();
     if (rank_ == 0) {
       printHeader();
@@ -389,7 +422,7 @@ class PerfRun {
     printDevices();
     if (rank_ == 0) {
       std::printf("#\n");
-      printTableHeader(stdout);
+      printTableHeader(stdout, info_.baselines);
       std::fflush(stdout);
     }
 
@@ -422,8 +455,25 @@ class PerfRun {
     }
     const double avgBusBw = rows_.empty() ? 0.0 : busBwSum / static_cast<double>(2 * rows_.size());
     int exitCode = failedRuns > 0 ? kExitFailure : 0;
+    // A baseline with a wrong result fails the run too: its numbers would compare Strata with a bug.
+    std::vector<int> baselineFailedRuns(baselines_.size(), 0);
+    std::vector<double> baselineAvgBusBw(baselines_.size(), 0.0);
+    for (size_t b = 0; b < baselines_.size(); ++b) {
+      size_t measured = 0;
+      for (const Row& r : rows_) {
+        if (!r.baselines[b].supported) continue;
+        baselineFailedRuns[b] += r.baselines[b].m.wrong > 0;
+        baselineAvgBusBw[b] += r.baselines[b].m.busBw;
+        ++measured;
+      }
+      if (measured > 0) baselineAvgBusBw[b] /= static_cast<double>(measured);
+      if (baselineFailedRuns[b] > 0) exitCode = kExitFailure;
+    }
     if (rank_ == 0) {
       printTableFooter(stdout, failedRuns, avgBusBw);
+      for (size_t b = 0; b < baselines_.size(); ++b) {
+        printBaselineFooter(stdout, info_.baselines[b], baselineFailedRuns[b], baselineAvgBusBw[b]);
+      }
       std::fflush(stdout);
       if (!opt_.jsonPath.empty() && !writeJson(opt_.jsonPath, info_, rows_, failedRuns, avgBusBw)) {
         std::fprintf(stderr, "strata-perf: cannot write %s: %s\n", opt_.jsonPath.c_str(), std::strerror(errno));
@@ -437,6 +487,7 @@ class PerfRun {
     // No rank leaves before rank 0 has written everything: a launcher that sees one rank fail (a wrong
     // result fails every rank) terminates the others.
     check(strataBarrier(comm_, nullptr), "strataBarrier");
+    baselines_.clear();  // MPI_Finalize, Gloo's connections closed, while every rank is still here
     check(strataCommDestroy(comm_), "strataCommDestroy");
     comm_ = nullptr;
     std::free(sendbuff_);
@@ -492,6 +543,19 @@ class PerfRun {
     std::memset(recvbuff_, 0, bytes);
   }
 
+  // Each baseline starts on every rank (collectively); one that cannot start ends the run.
+  void startBaselines() {
+    const BaselineSettings settings{comm_, rank_, nranks_, std::chrono::milliseconds(opt_.timeoutSec * 1000LL)};
+    for (const std::string& name : opt_.baselines) {
+      try {
+        baselines_.push_back(makeBaseline(name, settings));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "strata-perf: %s\n", e.what());
+        std::exit(kExitFailure);
+      }
+    }
+  }
+
   void describeRun() {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
@@ -524,6 +588,7 @@ class PerfRun {
     info_.iters = opt_.iters;
     info_.warmupIters = opt_.warmupIters;
     info_.check = opt_.check;
+    for (const auto& b : baselines_) info_.baselines.push_back({b->name(), b->version()});
   }
 
   void printHeader() const {
@@ -533,6 +598,7 @@ class PerfRun {
         "validation: %d graph: 0\n",
         opt_.minBytes, opt_.maxBytes, byFactor ? opt_.stepFactor : opt_.stepBytes, byFactor ? "factor" : "bytes",
         opt_.warmupIters, opt_.iters, opt_.check > 0 ? 1 : 0);
+    for (const BaselineInfo& b : info_.baselines) std::printf("# Baseline %s: %s\n", b.name.c_str(), b.version.c_str());
     std::printf("#\n# Using devices\n");
   }
 
@@ -575,7 +641,43 @@ class PerfRun {
     row.root = opt_.coll->rooted ? opt_.root : -1;
     row.outOfPlace = measure(ctx, row.bytes, false);
     row.inPlace = measure(ctx, row.bytes, true);
+    for (const auto& baseline : baselines_) row.baselines.push_back(measureBaseline(*baseline, ctx, row));
     return row;
+  }
+
+  // Every algorithm the baseline has for the call, each checked and timed like Strata; the row shows the
+  // fastest, and the wrong elements of all of them (a broken algorithm must not hide behind a good one).
+  BaselineMeasurement measureBaseline(Baseline& baseline, const CheckContext& ctx, const Row& row) {
+    const RunBuffers bufs = runBuffers(ctx.layout, ctx.type->size, sendbuff_, recvbuff_, false, rank_);
+    const BaselineCall call{opt_.coll->kind, ctx.type, ctx.op, ctx.root, ctx.layout, bufs.send, bufs.recv};
+    BaselineMeasurement out;
+    int64_t wrong = opt_.check > 0 ? 0 : -1;
+    for (const std::string& algorithm : baseline.algorithms(call)) {
+      step_ = std::string("(") + baseline.name() + " " + algorithm + ", " + std::to_string(row.bytes) + " bytes, " +
+              ctx.type->name + (opt_.coll->reduces ? std::string(", ") + opNameOf(ctx.op) : std::string()) + ")";
+      std::unique_ptr<BaselineCollective> coll;
+      auto orExit = [&](const std::function<void()>& f) {
+        try {
+          f();
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "strata-perf: %s %s\n", e.what(), step_.c_str());
+          std::exit(kExitFailure);
+        }
+      };
+      orExit([&] { coll = baseline.prepare(call, algorithm); });
+      auto runOnce = [&] { orExit([&] { coll->run(); }); };
+      const Measurement m = measureCalls(ctx, row.bytes, false, runOnce, false);
+      if (m.wrong > 0) wrong += m.wrong;
+      if (!out.supported || m.timeUs < out.m.timeUs) {
+        out.supported = true;
+        out.algorithm = algorithm;
+        out.m = m;
+      }
+    }
+    step_.clear();
+    out.m.wrong = wrong;
+    if (out.supported && out.m.busBw > 0) out.ratio = row.outOfPlace.busBw / out.m.busBw;
+    return out;
   }
 
   Measurement measure(const CheckContext& ctx, size_t reportedBytes, bool inPlace) {
@@ -588,7 +690,12 @@ class PerfRun {
     auto runOnce = [&] {
       check(runCollective(opt_.coll->kind, bufs, l, ctx.type->type, ctx.op, ctx.root, comm_, rank_, nranks_), callName);
     };
+    return measureCalls(ctx, reportedBytes, inPlace, runOnce, opt_.injectFault);
+  }
 
+  // Checks, warms up and times one way of making the call (Strata's or a baseline's).
+  Measurement measureCalls(const CheckContext& ctx, size_t reportedBytes, bool inPlace,
+                           const std::function<void()>& runOnce, bool injectFault) {
     Measurement m;
     // In place, sendrecv sends from and receives into one buffer; Strata stages such sends, so the
     // result is defined and checked like every other.
@@ -596,10 +703,13 @@ class PerfRun {
       m.wrong = 0;
       for (int c = 0; c < opt_.check; ++c) {
         fillInputs(ctx, sendbuff_, recvbuff_, inPlace);
+        // No rank starts before every rank has filled its buffers: some algorithms (Gloo's AllgatherRing)
+        // write into a peer's output as soon as they start, which would race with that peer's poisoning.
+        check(strataBarrier(comm_, nullptr), "strataBarrier");
         runOnce();
         ResultRegion result = resultRegion(ctx, recvbuff_, inPlace);
         const int faultRank = opt_.coll->kind == CollKind::kReduce ? ctx.root : 0;
-        if (opt_.injectFault && !faultInjected_ && rank_ == faultRank && result.count > 0) {
+        if (injectFault && !faultInjected_ && rank_ == faultRank && result.count > 0) {
           // Far enough off to fail any tolerance: doubled, or moved by 1 when small.
           const double got = loadValue(*ctx.type, result.data, 0);
           storeValue(*ctx.type, result.data, 0, got + std::max(1.0, std::fabs(got)));
@@ -663,6 +773,7 @@ class PerfRun {
   void* sendbuff_ = nullptr;
   void* recvbuff_ = nullptr;
   RunInfo info_;
+  std::vector<std::unique_ptr<Baseline>> baselines_;
   std::vector<Row> rows_;
   std::string step_;  // what is running, for error messages
   bool faultInjected_ = false;

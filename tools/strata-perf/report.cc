@@ -72,15 +72,41 @@ void writeMeasurementJson(FILE* f, const char* name, const Measurement& m) {
                m.wrong < 0 ? "null" : std::to_string(m.wrong).c_str());
 }
 
+void writeBaselineJson(FILE* f, const std::string& name, const BaselineMeasurement& b) {
+  std::fprintf(f, "%s: ", jsonString(name).c_str());
+  if (!b.supported) {
+    std::fprintf(f, "null");
+    return;
+  }
+  const Measurement& m = b.m;
+  std::fprintf(f,
+               "{\"algorithm\": %s, \"time_us\": %s, \"algbw_gbps\": %s, \"busbw_gbps\": %s, \"wrong\": %s, "
+               "\"strata_ratio\": %s}",
+               jsonString(b.algorithm).c_str(), jsonNumber(m.timeUs).c_str(), jsonNumber(m.algBw).c_str(),
+               jsonNumber(m.busBw).c_str(), m.wrong < 0 ? "null" : std::to_string(m.wrong).c_str(),
+               jsonNumber(b.ratio).c_str());
+}
+
 }  // namespace
 
-void printTableHeader(FILE* out) {
-  std::fprintf(out, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "",
+void printTableHeader(FILE* out, const std::vector<BaselineInfo>& baselines) {
+  // Each measurement takes 32 characters: nccl-tests' two, then one per baseline.
+  std::fprintf(out, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          ", "",
                "", "", "", "");
-  std::fprintf(out, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count", "type",
+  for (const BaselineInfo& b : baselines) {
+    const std::string title = b.name + " (out-of-place)";
+    const size_t pad = title.size() < 32 ? 32 - title.size() : 0;
+    std::fprintf(out, "%*s%s%*s", static_cast<int>(pad - pad / 2), "", title.c_str(), static_cast<int>(pad / 2), "");
+  }
+  std::fprintf(out, "\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s", "size", "count", "type",
                "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  std::fprintf(out, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "",
+  for (const BaselineInfo& b : baselines) {
+    std::fprintf(out, "  %7s  %6s %6s  %6s", "time", "busbw", "#wrong", ("x " + b.name).c_str());
+  }
+  std::fprintf(out, "\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s", "(B)", "(elements)", "",
                "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  for (size_t i = 0; i < baselines.size(); ++i) std::fprintf(out, "  %7s  %6s  %5s  %6s", "(us)", "(GB/s)", "", "");
+  std::fprintf(out, "\n");
 }
 
 void printTableRow(FILE* out, const Row& row) {
@@ -89,6 +115,16 @@ void printTableRow(FILE* out, const Row& row) {
     std::string wrong = m->wrong < 0 ? "N/A" : std::to_string(m->wrong);
     std::fprintf(out, "  %7s  %6.2f  %6.2f  %5s", formatTime(m->timeUs).c_str(), m->algBw, m->busBw, wrong.c_str());
   }
+  for (const BaselineMeasurement& b : row.baselines) {
+    if (!b.supported) {
+      std::fprintf(out, "  %7s  %6s  %5s  %6s", "n/a", "n/a", "n/a", "n/a");
+      continue;
+    }
+    std::string wrong = b.m.wrong < 0 ? "N/A" : std::to_string(b.m.wrong);
+    char ratio[32] = "n/a";
+    if (std::isfinite(b.ratio)) std::snprintf(ratio, sizeof(ratio), "%6.2f", b.ratio);
+    std::fprintf(out, "  %7s  %6.2f  %5s  %6s", formatTime(b.m.timeUs).c_str(), b.m.busBw, wrong.c_str(), ratio);
+  }
   std::fprintf(out, "\n");
 }
 
@@ -96,6 +132,11 @@ void printTableFooter(FILE* out, int failedRuns, double avgBusBw) {
   std::fprintf(out, "# Out of bounds values : %d %s\n", failedRuns, failedRuns ? "FAILED" : "OK");
   std::fprintf(out, "# Avg bus bandwidth    : %g \n", avgBusBw);
   std::fprintf(out, "#\n");
+}
+
+void printBaselineFooter(FILE* out, const BaselineInfo& baseline, int failedRuns, double avgBusBw) {
+  std::fprintf(out, "# Baseline %-10s : wrong results in %d runs %s, avg bus bandwidth %g\n", baseline.name.c_str(),
+               failedRuns, failedRuns ? "FAILED" : "OK", avgBusBw);
 }
 
 bool writeJson(const std::string& path, const RunInfo& info, const std::vector<Row>& rows, int failedRuns,
@@ -116,8 +157,14 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
   std::fprintf(f, "    \"date\": %s,\n", jsonString(info.date).c_str());
   std::fprintf(f, "    \"minbytes\": %zu,\n    \"maxbytes\": %zu,\n", info.minBytes, info.maxBytes);
   std::fprintf(f, "    \"stepbytes\": %zu,\n    \"stepfactor\": %zu,\n", info.stepBytes, info.stepFactor);
-  std::fprintf(f, "    \"iters\": %d,\n    \"warmup_iters\": %d,\n    \"check\": %d\n  },\n", info.iters,
-               info.warmupIters, info.check);
+  std::fprintf(f, "    \"iters\": %d,\n    \"warmup_iters\": %d,\n    \"check\": %d,\n", info.iters, info.warmupIters,
+               info.check);
+  std::fprintf(f, "    \"baselines\": [");
+  for (size_t i = 0; i < info.baselines.size(); ++i) {
+    std::fprintf(f, "%s{\"name\": %s, \"version\": %s}", i == 0 ? "" : ", ", jsonString(info.baselines[i].name).c_str(),
+                 jsonString(info.baselines[i].version).c_str());
+  }
+  std::fprintf(f, "]\n  },\n");
   std::fprintf(f, "  \"results\": [");
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
@@ -126,6 +173,14 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
     writeMeasurementJson(f, "out_of_place", r.outOfPlace);
     std::fprintf(f, ", ");
     writeMeasurementJson(f, "in_place", r.inPlace);
+    if (!info.baselines.empty()) {
+      std::fprintf(f, ", \"baselines\": {");
+      for (size_t b = 0; b < info.baselines.size() && b < r.baselines.size(); ++b) {
+        if (b > 0) std::fprintf(f, ", ");
+        writeBaselineJson(f, info.baselines[b].name, r.baselines[b]);
+      }
+      std::fprintf(f, "}");
+    }
     std::fprintf(f, "}");
   }
   std::fprintf(f, "\n  ],\n  \"out_of_bounds\": %d,\n  \"avg_busbw_gbps\": %s\n}\n", failedRuns,
@@ -142,7 +197,13 @@ bool writeCsv(const std::string& path, const RunInfo& info, const std::vector<Ro
   std::fprintf(f,
                "collective,size_bytes,count,type,redop,root,"
                "oop_time_us,oop_algbw_gbps,oop_busbw_gbps,oop_wrong,ip_time_us,ip_algbw_gbps,ip_busbw_gbps,ip_wrong,"
-               "nranks,hostname,transport,algorithm,strata_version,date\n");
+               "nranks,hostname,transport,algorithm,strata_version,date");
+  for (const BaselineInfo& b : info.baselines) {
+    const std::string n = csvField(b.name);
+    std::fprintf(f, ",%s_algorithm,%s_time_us,%s_busbw_gbps,%s_wrong,x_%s", n.c_str(), n.c_str(), n.c_str(), n.c_str(),
+                 n.c_str());
+  }
+  std::fprintf(f, "\n");
   for (const Row& r : rows) {
     std::fprintf(f, "%s,%zu,%zu,%s,%s,%d", csvField(info.collective).c_str(), r.bytes, r.count,
                  csvField(r.type).c_str(), csvField(r.redop).c_str(), r.root);
@@ -150,9 +211,21 @@ bool writeCsv(const std::string& path, const RunInfo& info, const std::vector<Ro
       std::fprintf(f, ",%.3f,%.4f,%.4f,%s", m->timeUs, m->algBw, m->busBw,
                    m->wrong < 0 ? "" : std::to_string(m->wrong).c_str());
     }
-    std::fprintf(f, ",%d,%s,%s,%s,%s,%s\n", info.nranks, csvField(info.hostname).c_str(),
+    std::fprintf(f, ",%d,%s,%s,%s,%s,%s", info.nranks, csvField(info.hostname).c_str(),
                  csvField(info.transport).c_str(), csvField(info.algorithm).c_str(),
                  csvField(info.strataVersion).c_str(), csvField(info.date).c_str());
+    // Baselines come last, so the columns before them stay where they were; empty fields are n/a.
+    for (size_t b = 0; b < info.baselines.size(); ++b) {
+      const BaselineMeasurement* m = b < r.baselines.size() ? &r.baselines[b] : nullptr;
+      if (m == nullptr || !m->supported) {
+        std::fprintf(f, ",,,,,");
+        continue;
+      }
+      std::fprintf(f, ",%s,%.3f,%.4f,%s,%s", csvField(m->algorithm).c_str(), m->m.timeUs, m->m.busBw,
+                   m->m.wrong < 0 ? "" : std::to_string(m->m.wrong).c_str(),
+                   std::isfinite(m->ratio) ? std::to_string(m->ratio).c_str() : "");
+    }
+    std::fprintf(f, "\n");
   }
   bool ok = std::ferror(f) == 0;
   return std::fclose(f) == 0 && ok;

@@ -1,7 +1,8 @@
 // strata-perf's output: the nccl-tests table on stdout, and the same rows as JSON or CSV with a
-// description of the run.
+// description of the run. Baselines (--baseline) add their columns after nccl-tests' own.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -17,6 +18,14 @@ struct Measurement {
   int64_t wrong = -1;  // -1 when not checked
 };
 
+/// A baseline's measurement of a row: the same call, out of place.
+struct BaselineMeasurement {
+  bool supported = false;  // false: the library cannot run this type or op (n/a)
+  std::string algorithm;   // the fastest of the library's algorithms for the call
+  Measurement m;
+  double ratio = NAN;  // Strata's out-of-place busbw / this busbw (the "x <name>" column)
+};
+
 /// One row of the table: a size, a type and an op, measured out of place and in place.
 struct Row {
   size_t bytes = 0;
@@ -24,6 +33,13 @@ struct Row {
   std::string type, redop;
   int root = -1;
   Measurement outOfPlace, inPlace;
+  std::vector<BaselineMeasurement> baselines;  // in RunInfo::baselines' order
+};
+
+/// A library measured next to Strata.
+struct BaselineInfo {
+  std::string name;     // "mpi", "gloo"
+  std::string version;  // e.g. "Open MPI v4.1.4, ..."
 };
 
 /// What ran where; written with the rows by --json and --csv.
@@ -32,14 +48,18 @@ struct RunInfo {
   int nranks = 0, strataVersionCode = 0;
   size_t minBytes = 0, maxBytes = 0, stepBytes = 0, stepFactor = 0;
   int iters = 0, warmupIters = 0, check = 0, root = 0;
+  std::vector<BaselineInfo> baselines;
 };
 
-/// nccl-tests' column headers (three lines).
-void printTableHeader(FILE* out);
+/// nccl-tests' column headers (three lines), then four columns per baseline: time, busbw, #wrong, and
+/// "x <name>" (Strata's out-of-place busbw over the baseline's).
+void printTableHeader(FILE* out, const std::vector<BaselineInfo>& baselines = {});
 /// One row in nccl-tests' widths, with its newline.
 void printTableRow(FILE* out, const Row& row);
 /// nccl-tests' summary lines.
 void printTableFooter(FILE* out, int failedRuns, double avgBusBw);
+/// A baseline's summary line: its wrong runs and average bus bandwidth.
+void printBaselineFooter(FILE* out, const BaselineInfo& baseline, int failedRuns, double avgBusBw);
 
 /// Writes the run and its rows; returns false (with errno set) if the file cannot be written.
 bool writeJson(const std::string& path, const RunInfo& info, const std::vector<Row>& rows, int failedRuns,
