@@ -111,6 +111,11 @@ std::shared_ptr<Communicator> Communicator::create(const Config& config, std::sh
   auto all = comm->bootstrap_->allGather(me.data(), me.size());
   for (auto& h : all) comm->hostIds_.emplace_back(h.begin(), h.end());
   for (auto& h : comm->hostIds_) comm->oneHost_ &= h == comm->hostIds_[0];
+  const int localRanks = static_cast<int>(
+      std::count(comm->hostIds_.begin(), comm->hostIds_.end(), comm->hostIds_[static_cast<size_t>(comm->rank_)]));
+  cpu_set_t cpus;
+  const int ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  comm->oversubscribed_ = localRanks > ncpu;
   for (int k = 0; k <= static_cast<int>(CollKind::kBarrier); ++k)
     comm->defaultAlgo_[k] = algorithmsFor(static_cast<CollKind>(k)).front();
   std::weak_ptr<Communicator> weak = comm;
@@ -407,7 +412,9 @@ void Communicator::drive(Waitable& runner, const OpLabel& label, const char* pha
   auto whatStr = [&] { return label.str() + (phase ? phase : ""); };
   const int64_t start = nowNs();
   const int64_t deadline = start + config_.timeoutMs * 1000000;
-  const int64_t spinNs = int64_t(config_.spinUs) * 1000;
+  // Oversubscribed (more ranks on this host than cores we may run on): a spinning rank holds the core its
+  // peer needs, so yield at once, as Open MPI does with yield_when_idle.
+  const int64_t spinNs = oversubscribed_ ? 0 : int64_t(config_.spinUs) * 1000;
   int64_t idleSince = 0;
   int64_t nextCheck = 0;
   int64_t sleepNs = 1000;
@@ -456,7 +463,7 @@ void Communicator::drive(Waitable& runner, const OpLabel& label, const char* pha
     const int64_t idle = now - idleSince;
     if (idle < spinNs) {
       for (int i = 0; i < 16; ++i) cpuRelax();
-    } else if (idle < spinNs + 2000000) {
+    } else if (idle < spinNs + 50000000) {
       sched_yield();
     } else {
       timespec ts{0, static_cast<long>(sleepNs)};

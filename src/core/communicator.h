@@ -139,6 +139,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::vector<char> scratch_;    // grown to the largest scratch a plan has asked for
   std::vector<char> preScaled_;  // pre-multiplied inputs (Avg on floats, PreMulSum)
   bool oneHost_ = true;
+  bool oversubscribed_ = false;  // more ranks on this host than CPUs this process may use
   std::string defaultAlgo_[16];
   uint64_t seq_ = 0;  // collective sequence number, for error messages
 

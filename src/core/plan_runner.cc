@@ -109,9 +109,12 @@ bool PlanRunner::advanceLane(size_t l) {
   while (st.op < ops.size()) {
     const Op& op = ops[st.op];
     const size_t total = op.count();
+    const bool local = op.kind == OpKind::kCopy || op.kind == OpKind::kReduceLocal;
     if (total > st.piece) {
-      const bool local = op.kind == OpKind::kCopy || op.kind == OpKind::kReduceLocal;
-      const size_t n = local ? total - st.piece : std::min(pieceElems_, total - st.piece);
+      // Local work goes piece by piece like communication, so a long copy in its own lane overlaps the
+      // other lanes' transfers instead of stalling them (and the peers waiting on them).
+      const size_t left = total - st.piece;
+      const size_t n = std::min(local ? pieceElems_ * 4 : pieceElems_, left);
       if (!runPiece(op, st.piece, n)) return moved;
       moved = true;
       st.piece += n;
@@ -119,6 +122,8 @@ bool PlanRunner::advanceLane(size_t l) {
     if (st.piece >= total) {
       ++st.op;
       st.piece = 0;
+    } else if (local) {
+      return true;  // yield to the other lanes between local pieces
     }
   }
   --lanesLeft_;

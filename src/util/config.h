@@ -31,8 +31,9 @@ struct Config {
   int nsocks = 2;
   /// STRATA_ONESHOT_MAX_BYTES: all-reduces up to this size on one host use the one-shot plan. Default 16384.
   size_t oneShotMaxBytes = 16 * 1024;
-  /// STRATA_SPIN_US: how long a wait spins before yielding and then sleeping. Default 20.
-  int spinUs = 20;
+  /// STRATA_SPIN_US: how long a wait spins before it yields (then, after 50 ms idle, sleeps). Ignored when
+  /// ranks outnumber this host's cores: then waits yield at once. Default 5.
+  int spinUs = 5;
 
   /// Reads every variable from the environment; throws InvalidArgument naming a malformed one.
   static Config fromEnv();

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Strata against Open MPI and Gloo on this machine, measured in the same launch on the same buffers:
+# all-reduce, reduce-scatter and all-gather, float32 sum, 8 B to 128 MiB (factor 4), for 2 and 4 ranks.
+# Writes perf/results/<coll>_n<N>.{txt,json} and perf/results/busbw_n<N>.png.
+#
+# Gloo 0.0~git20220518 (Debian's) hangs in gloo::allreduce at 32 MiB with 4 ranks on 2 cores (its ring
+# waits forever in UnboundBuffer::waitSend), so with 4 ranks Gloo is measured up to 8 MiB and the larger
+# sizes run against Open MPI alone; the two JSON files are merged.
+# usage: perf/run_baselines.sh [BUILD_DIR] [OUT_DIR]
+set -euo pipefail
+build=${1:-build}
+out=${2:-perf/results}
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+perf() {  # perf N COLL TXT JSON ARGS...
+  local n=$1 coll=$2 txt=$3 json=$4
+  shift 4
+  local cmd=(mpirun -n "$n" --oversubscribe --bind-to none "$build/bin/strata-perf" "$coll" -d float -o sum
+             -n 20 -w 5 -c 1 -T 300 --json "$json" "$@")
+  echo "\$ ${cmd[*]}" | sed "s|$build/bin/||" >> "$txt"
+  "${cmd[@]}" >> "$txt"
+}
+for n in 2 4; do
+  jsons=()
+  for coll in allreduce reducescatter allgather; do
+    txt="$out/${coll}_n${n}.txt"
+    json="$out/${coll}_n${n}.json"
+    : > "$txt"
+    if [[ $n -le 2 ]]; then
+      perf "$n" "$coll" "$txt" "$json" -b 8 -e 128M -f 4 --baseline mpi,gloo
+    else
+      perf "$n" "$coll" "$txt" "$json.small" -b 8 -e 8M -f 4 --baseline mpi,gloo
+      perf "$n" "$coll" "$txt" "$json.large" -b 32M -e 128M -f 4 --baseline mpi
+      python3 - "$json.small" "$json.large" "$json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+a["results"] += b["results"]
+a["environment"]["note"] = "gloo measured up to 8 MiB: it hangs at 32 MiB with 4 ranks on 2 cores"
+json.dump(a, open(sys.argv[3], "w"), indent=1)
+PY
+      rm -f "$json.small" "$json.large"
+    fi
+    jsons+=("$json")
+    grep -v "^#  Rank" "$txt"
+  done
+  python3 perf/plot.py "${jsons[@]}" -o "$out/busbw_n${n}.png"
+done
+python3 perf/summarize.py "$out"/*.json | tee "$out/summary.md"
