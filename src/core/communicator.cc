@@ -422,6 +422,13 @@ void Communicator::drive(Waitable& runner, const OpLabel& label, const char* pha
     bool moved;
     try {
       moved = runner.progress();
+      if (!moved) {
+        // While stalled, keep every link moving, not only this plan's: bytes an earlier plan committed
+        // may still sit in a TCP staging buffer that a peer is waiting for.
+        for (auto& c : conns_)
+          if (c) moved |= c->progress();
+        if (moved) continue;
+      }
     } catch (const Error& e) {
       throw Error(e.code(), explainRemote(whatStr(), e));
     }
@@ -429,11 +436,6 @@ void Communicator::drive(Waitable& runner, const OpLabel& label, const char* pha
       idleSince = 0;
       continue;
     }
-    // While stalled, keep every link moving, not only this plan's: bytes an earlier plan committed may
-    // still sit in a TCP staging buffer that a peer is waiting for.
-    for (auto& c : conns_)
-      if (c) moved |= c->progress();
-    if (moved) continue;
     const int64_t now = nowNs();
     if (idleSince == 0) {
       idleSince = now;
