@@ -45,4 +45,11 @@ PY
   done
   python3 perf/plot.py "${jsons[@]}" -o "$out/busbw_n${n}.png"
 done
-python3 perf/summarize.py "$out"/*.json | tee "$out/summary.md"
+# The memory-bandwidth bound of 2-rank all-reduce, from memcpy timed on every rank at once in the same run.
+txt="$out/membound_n2.txt"
+cmd=("$build/bin/strata-run" -n 2 -- "$build/bin/strata-perf" allreduce -b 1M -e 256M -f 4 -d float -o sum
+     -n 20 -w 5 -c 1 --membound --json "$out/membound_n2.json")
+echo "\$ ${cmd[*]}" | sed "s|$build/bin/||g" > "$txt"
+"${cmd[@]}" >> "$txt"
+grep -v "^#  Rank" "$txt"
+python3 perf/summarize.py "$out"/{allreduce,reducescatter,allgather}_n*.json | tee "$out/summary.md"

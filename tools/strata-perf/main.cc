@@ -62,6 +62,7 @@ struct Options {
   bool injectFault = false;
   int showWrong = 0;
   std::vector<std::string> baselines;  // --baseline: libraries timed next to Strata
+  bool membound = false;               // --membound: memory-bandwidth bound of all-reduce, measured per row
 };
 
 std::string builtBaselineList() {
@@ -102,6 +103,8 @@ void printUsage(FILE* out) {
                "      --json FILE          also write the rows and a description of the run as JSON (rank 0)\n"
                "      --csv FILE           also write them as CSV (rank 0)\n"
                "      --progress           one line per finished size on stderr\n"
+               "      --membound           all-reduce only: time memcpy of the same buffers on every rank at once\n"
+               "                           and add the memory-bandwidth bound of busbw and Strata's share of it\n"
                "      --show-wrong N       describe the first N wrong elements of each rank on stderr\n"
                "      --baseline LIST      also time these libraries on the same calls and buffers: mpi, gloo or\n"
                "                           mpi,gloo (built here: %s). Each adds columns time, busbw, #wrong and\n"
@@ -209,7 +212,7 @@ Options parseOptions(int argc, char** argv) {
   opt.coll = findColl(first);
   if (opt.coll == nullptr) usageError("unknown collective '" + first + "' (expected one of " + collNames() + ")");
 
-  enum LongOnly { kAlgo = 1000, kTransport, kJson, kCsv, kProgress, kInjectFault, kShowWrong, kBaseline };
+  enum LongOnly { kAlgo = 1000, kTransport, kJson, kCsv, kProgress, kInjectFault, kShowWrong, kBaseline, kMembound };
   static const option kLongOptions[] = {
       {"minbytes", required_argument, nullptr, 'b'},
       {"maxbytes", required_argument, nullptr, 'e'},
@@ -235,6 +238,7 @@ Options parseOptions(int argc, char** argv) {
       {"inject-fault", no_argument, nullptr, kInjectFault},
       {"show-wrong", required_argument, nullptr, kShowWrong},
       {"baseline", required_argument, nullptr, kBaseline},
+      {"membound", no_argument, nullptr, kMembound},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -327,6 +331,9 @@ Options parseOptions(int argc, char** argv) {
         break;
       case kProgress:
         opt.progress = true;
+        break;
+      case kMembound:
+        opt.membound = true;
         break;
       case kInjectFault:
         opt.injectFault = true;
@@ -422,7 +429,7 @@ class PerfRun {
     printDevices();
     if (rank_ == 0) {
       std::printf("#\n");
-      printTableHeader(stdout, info_.baselines);
+      printTableHeader(stdout, info_.baselines, opt_.membound && opt_.coll->kind == CollKind::kAllReduce);
       std::fflush(stdout);
     }
 
@@ -642,7 +649,35 @@ class PerfRun {
     row.outOfPlace = measure(ctx, row.bytes, false);
     row.inPlace = measure(ctx, row.bytes, true);
     for (const auto& baseline : baselines_) row.baselines.push_back(measureBaseline(*baseline, ctx, row));
+    if (opt_.membound && opt_.coll->kind == CollKind::kAllReduce) measureMemoryBound(ctx, &row);
     return row;
+  }
+
+  // The memory-bandwidth bound of an all-reduce of S bytes on n ranks of one host. Buffers larger than the
+  // caches must at least be read once (the input, S) and written once (the output, S) by every rank:
+  // 2 S per rank, 2 n S in all; the peers' data can pass through the caches. B = the aggregate memcpy
+  // bandwidth (bytes read plus written per second with every rank copying its own S at once, timed here on
+  // the same buffers). Then t >= 2 n S / B and busbw = 2(n-1)/n * S/t <= (n-1) B / n^2: B/4 at n = 2.
+  void measureMemoryBound(const CheckContext& ctx, Row* row) {
+    const size_t bytes = ctx.layout.sendCount * ctx.type->size;
+    if (bytes == 0) return;
+    auto runOnce = [&] { std::memcpy(recvbuff_, sendbuff_, bytes); };
+    for (int w = 0; w < opt_.warmupIters; ++w) runOnce();
+    std::vector<double> times(static_cast<size_t>(opt_.iters));
+    for (double& t : times) {
+      check(strataBarrier(comm_, nullptr), "strataBarrier");  // every rank copies at the same time
+      auto t0 = std::chrono::steady_clock::now();
+      runOnce();
+      auto t1 = std::chrono::steady_clock::now();
+      t = std::chrono::duration<double, std::micro>(t1 - t0).count();
+    }
+    std::sort(times.begin(), times.end());
+    row->memcpyUs = maxOverRanks(times[times.size() / 2]);
+    const double n = nranks_;
+    const double aggregate = n * 2.0 * static_cast<double>(bytes) / (row->memcpyUs * 1e-6) / 1e9;  // GB/s
+    row->memcpyGBs = aggregate;
+    row->boundBusBw = n > 1 ? (n - 1) * aggregate / (n * n) : NAN;
+    row->boundShare = n > 1 ? row->outOfPlace.busBw / row->boundBusBw : NAN;
   }
 
   // Every algorithm the baseline has for the call, each checked and timed like Strata; the row shows the

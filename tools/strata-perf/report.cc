@@ -89,7 +89,7 @@ void writeBaselineJson(FILE* f, const std::string& name, const BaselineMeasureme
 
 }  // namespace
 
-void printTableHeader(FILE* out, const std::vector<BaselineInfo>& baselines) {
+void printTableHeader(FILE* out, const std::vector<BaselineInfo>& baselines, bool membound) {
   // Each measurement takes 32 characters: nccl-tests' two, then one per baseline.
   std::fprintf(out, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          ", "",
                "", "", "", "");
@@ -103,9 +103,11 @@ void printTableHeader(FILE* out, const std::vector<BaselineInfo>& baselines) {
   for (const BaselineInfo& b : baselines) {
     std::fprintf(out, "  %7s  %6s %6s  %6s", "time", "busbw", "#wrong", ("x " + b.name).c_str());
   }
+  if (membound) std::fprintf(out, "  %7s  %6s  %6s  %6s", "memcpy", "memcpy", "bound", "%bound");
   std::fprintf(out, "\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s", "(B)", "(elements)", "",
                "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   for (size_t i = 0; i < baselines.size(); ++i) std::fprintf(out, "  %7s  %6s  %5s  %6s", "(us)", "(GB/s)", "", "");
+  if (membound) std::fprintf(out, "  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
   std::fprintf(out, "\n");
 }
 
@@ -124,6 +126,10 @@ void printTableRow(FILE* out, const Row& row) {
     char ratio[32] = "n/a";
     if (std::isfinite(b.ratio)) std::snprintf(ratio, sizeof(ratio), "%6.2f", b.ratio);
     std::fprintf(out, "  %7s  %6.2f  %5s  %6s", formatTime(b.m.timeUs).c_str(), b.m.busBw, wrong.c_str(), ratio);
+  }
+  if (!std::isnan(row.boundBusBw)) {
+    std::fprintf(out, "  %7s  %6.2f  %6.2f  %5.0f%%", formatTime(row.memcpyUs).c_str(), row.memcpyGBs, row.boundBusBw,
+                 100.0 * row.boundShare);
   }
   std::fprintf(out, "\n");
 }
@@ -180,6 +186,12 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
         writeBaselineJson(f, info.baselines[b].name, r.baselines[b]);
       }
       std::fprintf(f, "}");
+    }
+    if (!std::isnan(r.boundBusBw)) {
+      std::fprintf(f, ", \"membound\": {\"memcpy_time_us\": %s, \"memcpy_aggregate_gbps\": %s, \"bound_busbw_gbps\": %s, "
+                   "\"share_of_bound\": %s}",
+                   jsonNumber(r.memcpyUs).c_str(), jsonNumber(r.memcpyGBs).c_str(), jsonNumber(r.boundBusBw).c_str(),
+                   jsonNumber(r.boundShare).c_str());
     }
     std::fprintf(f, "}");
   }

@@ -34,6 +34,9 @@ struct Row {
   int root = -1;
   Measurement outOfPlace, inPlace;
   std::vector<BaselineMeasurement> baselines;  // in RunInfo::baselines' order
+  // --membound (all-reduce): concurrent memcpy of the same buffers on every rank, the busbw bound derived
+  // from it, and Strata's out-of-place busbw as a share of that bound. NAN when not measured.
+  double memcpyUs = NAN, memcpyGBs = NAN, boundBusBw = NAN, boundShare = NAN;
 };
 
 /// A library measured next to Strata.
@@ -53,7 +56,7 @@ struct RunInfo {
 
 /// nccl-tests' column headers (three lines), then four columns per baseline: time, busbw, #wrong, and
 /// "x <name>" (Strata's out-of-place busbw over the baseline's).
-void printTableHeader(FILE* out, const std::vector<BaselineInfo>& baselines = {});
+void printTableHeader(FILE* out, const std::vector<BaselineInfo>& baselines = {}, bool membound = false);
 /// One row in nccl-tests' widths, with its newline.
 void printTableRow(FILE* out, const Row& row);
 /// nccl-tests' summary lines.
