@@ -94,6 +94,14 @@ inline Op recvCopySendOp(int from, int to, Region dst) {
   op.dst = dst;
   return op;
 }
+inline Op copySendOp(int to, Region dst, Region src) {
+  Op op;
+  op.kind = OpKind::kCopySend;
+  op.sendPeer = to;
+  op.dst = dst;
+  op.src = src;
+  return op;
+}
 inline Op copyOp(Region dst, Region src) {
   Op op;
   op.kind = OpKind::kCopy;

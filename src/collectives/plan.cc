@@ -25,6 +25,8 @@ const char* opKindName(OpKind k) {
       return "copy";
     case OpKind::kReduceLocal:
       return "reduceLocal";
+    case OpKind::kCopySend:
+      return "copySend";
   }
   return "invalid";
 }
@@ -34,13 +36,14 @@ namespace {
 // Which regions an op reads or writes; the others are ignored.
 bool usesSrc(OpKind k) {
   return k == OpKind::kSend || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceSend ||
-         k == OpKind::kRecvReduceCopySend || k == OpKind::kCopy || k == OpKind::kReduceLocal;
+         k == OpKind::kRecvReduceCopySend || k == OpKind::kCopy || k == OpKind::kReduceLocal ||
+         k == OpKind::kCopySend;
 }
 bool usesDst(OpKind k) {
   return k == OpKind::kRecv || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceCopySend ||
-         k == OpKind::kRecvCopySend || k == OpKind::kCopy || k == OpKind::kReduceLocal;
+         k == OpKind::kRecvCopySend || k == OpKind::kCopy || k == OpKind::kReduceLocal || k == OpKind::kCopySend;
 }
-bool validKind(OpKind k) { return static_cast<unsigned>(k) <= static_cast<unsigned>(OpKind::kReduceLocal); }
+bool validKind(OpKind k) { return static_cast<unsigned>(k) <= static_cast<unsigned>(OpKind::kCopySend); }
 
 std::string regionString(const Region& r) { return strprintf("[buf %d +%zu x%zu]", r.buf, r.offset, r.count); }
 
@@ -55,7 +58,7 @@ bool Op::receives() const {
 
 bool Op::sends() const {
   return kind == OpKind::kSend || kind == OpKind::kRecvReduceSend || kind == OpKind::kRecvReduceCopySend ||
-         kind == OpKind::kRecvCopySend;
+         kind == OpKind::kRecvCopySend || kind == OpKind::kCopySend;
 }
 
 size_t Plan::numOps() const {

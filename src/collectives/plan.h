@@ -40,6 +40,7 @@ enum class OpKind : uint8_t {
   kRecvCopySend,        // dst = message; message' = message          <- recvPeer, -> sendPeer
   kCopy,                // dst = src (skipped when they are the same memory)
   kReduceLocal,         // dst = dst (op) src
+  kCopySend,            // dst = src; message = src (one pass over src)  -> sendPeer
 };
 const char* opKindName(OpKind k);
 

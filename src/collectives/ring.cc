@@ -72,17 +72,18 @@ Plan ringAllGather(const CollArgs& args) {
   const int next = mod(r + 1, n), prev = mod(r - 1, n);
   const size_t count = args.count;
   Plan plan = gen::emptyPlan(args);
-  plan.lanes.resize(2);
+  plan.lanes.resize(1);
   std::vector<Op>& lane = plan.lanes[0];
-  // Step s forwards block (r - s) mod n; our own block goes out straight from the send buffer, so the
-  // local copy into block r (lane 1, skipped in place) races with nothing.
+  // Step s forwards block (r - s) mod n. Our own block goes out straight from the send buffer; out of
+  // place, the same pass copies it into block r (copySend), so the input is read from memory once.
   const size_t chunks = gen::numChunks(count, args.chunkElems);
   for (size_t c = 0; c < chunks; ++c) {
     for (int s = 0; s <= n - 1; ++s) {
       const int blk = mod(r - s, n);
       const Region dst = chunkOf(kBufRecv, static_cast<size_t>(blk) * count, count, c, args.chunkElems);
       if (s == 0) {
-        gen::append(lane, gen::sendOp(next, chunkOf(kBufSend, 0, count, c, args.chunkElems)));
+        const Region mine = chunkOf(kBufSend, 0, count, c, args.chunkElems);
+        gen::append(lane, args.inPlace ? gen::sendOp(next, mine) : gen::copySendOp(next, dst, mine));
       } else if (s < n - 1) {
         gen::append(lane, gen::recvCopySendOp(prev, next, dst));
       } else {
@@ -90,9 +91,6 @@ Plan ringAllGather(const CollArgs& args) {
       }
     }
   }
-  if (!args.inPlace)
-    gen::append(plan.lanes[1], gen::copyOp(gen::region(kBufRecv, static_cast<size_t>(r) * count, count),
-                                           gen::region(kBufSend, 0, count)));
   return plan;
 }
 

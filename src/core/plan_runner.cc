@@ -87,6 +87,17 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
       rc->recvRelease();
       return true;
     }
+    case OpKind::kCopySend: {
+      // The local copy reads the piece from cache right after the send pulled it from memory.
+      void* out = conn(op.sendPeer)->trySendReserve(bytes);
+      if (!out) return false;
+      const char* src = addr(op.src, at);
+      std::memcpy(out, src, bytes);
+      char* dst = addr(op.dst, at);
+      if (dst != src) std::memcpy(dst, src, bytes);
+      conn(op.sendPeer)->sendCommit(bytes);
+      return true;
+    }
     case OpKind::kCopy: {
       char* dst = addr(op.dst, at);
       const char* src = addr(op.src, at);

@@ -302,7 +302,7 @@ void expectLanesIndependent(const Plan& plan, const std::vector<void*>& buffers,
     for (const Op& op : plan.lanes[l]) {
       const bool src = op.kind == OpKind::kSend || op.kind == OpKind::kRecvReduce ||
                        op.kind == OpKind::kRecvReduceSend || op.kind == OpKind::kRecvReduceCopySend ||
-                       op.kind == OpKind::kCopy || op.kind == OpKind::kReduceLocal;
+                       op.kind == OpKind::kCopy || op.kind == OpKind::kReduceLocal || op.kind == OpKind::kCopySend;
       const bool dst = op.kind != OpKind::kSend && op.kind != OpKind::kRecvReduceSend;
       if (op.kind == OpKind::kCopy && interval(op.src).begin == interval(op.dst).begin) continue;  // skipped
       if (src) reads[l].push_back(interval(op.src));
