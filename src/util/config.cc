@@ -51,8 +51,19 @@ Config Config::fromEnv() {
   if (auto v = env("STRATA_TIMEOUT_MS")) c.timeoutMs = parseInt("STRATA_TIMEOUT_MS", v, 1, int64_t(1) << 40);
   if (auto v = env("STRATA_TRANSPORT")) {
     c.transport = v;
-    if (c.transport != "auto" && c.transport != "shm" && c.transport != "tcp")
-      throw InvalidArgument(std::string("STRATA_TRANSPORT=") + v + " is not one of auto, shm, tcp");
+    if (c.transport != "auto" && c.transport != "shm" && c.transport != "tcp" && c.transport != "ucx")
+      throw InvalidArgument(std::string("STRATA_TRANSPORT=") + v + " is not one of auto, shm, tcp, ucx");
+  }
+  if (auto v = env("STRATA_NET")) {
+    c.net = v;
+    if (c.net != "tcp" && c.net != "ucx")
+      throw InvalidArgument(std::string("STRATA_NET=") + v + " is not one of tcp, ucx");
+  }
+  if (auto v = env("STRATA_TOPO_FILE")) c.topoFile = v;
+  if (auto v = env("STRATA_TUNE")) {
+    c.tune = v;
+    if (c.tune != "model" && c.tune != "probe")
+      throw InvalidArgument(std::string("STRATA_TUNE=") + v + " is not one of model, probe");
   }
   if (auto v = env("STRATA_SOCKET_IFNAME")) c.socketIfname = v;
   if (auto v = env("STRATA_HOSTID")) c.hostId = v;
@@ -74,7 +85,10 @@ std::vector<Config::Entry> Config::describe() const {
       {"STRATA_DEBUG", "", "log level: WARN, INFO or TRACE (default: silent)"},
       {"STRATA_DEBUG_SUBSYS", "", "comma-separated subsystems to log: INIT,NET,COLL,TUNING,ALL (default ALL)"},
       {"STRATA_TIMEOUT_MS", std::to_string(timeoutMs), "deadline of every wait in ms"},
-      {"STRATA_TRANSPORT", transport, "auto | shm | tcp: transport between ranks of one host"},
+      {"STRATA_TRANSPORT", transport, "auto | shm | tcp | ucx: auto = shm in a host, STRATA_NET between hosts"},
+      {"STRATA_NET", net, "tcp | ucx: transport between hosts"},
+      {"STRATA_TOPO_FILE", topoFile, "topology JSON used instead of discovery"},
+      {"STRATA_TUNE", tune, "model | probe: link figures from the topology or measured at init"},
       {"STRATA_SOCKET_IFNAME", socketIfname, "interface whose address ranks advertise"},
       {"STRATA_HOSTID", hostId, "host identity override; equal ids share a host"},
       {"STRATA_ALGO", algos, "forced algorithms, e.g. allreduce:ring,allgather:ring"},

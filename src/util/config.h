@@ -13,9 +13,17 @@ namespace strata {
 struct Config {
   /// STRATA_TIMEOUT_MS: deadline of every wait, in milliseconds. Default 600000 (10 minutes).
   int64_t timeoutMs = 600000;
-  /// STRATA_TRANSPORT: auto | shm | tcp. auto = shm between ranks of one host, tcp between hosts;
-  /// tcp forces TCP everywhere (so both paths are testable on one machine). Default auto.
+  /// STRATA_TRANSPORT: auto | shm | tcp | ucx. auto = shm between ranks of one host, STRATA_NET between
+  /// hosts; tcp or ucx forces that transport everywhere (so every path is testable on one machine).
+  /// Default auto.
   std::string transport = "auto";
+  /// STRATA_NET: tcp | ucx, the transport between hosts when STRATA_TRANSPORT=auto. Default tcp.
+  std::string net = "tcp";
+  /// STRATA_TOPO_FILE: a topology JSON file (strata-topo --json writes one) used instead of discovery.
+  std::string topoFile;
+  /// STRATA_TUNE: model | probe. model = link figures from the topology; probe = measured at init.
+  /// Default model.
+  std::string tune = "model";
   /// STRATA_SOCKET_IFNAME: network interface whose address ranks advertise. Default: the interface
   /// that routes to the bootstrap root, else the first non-loopback one, else loopback.
   std::string socketIfname;
