@@ -36,6 +36,9 @@ struct CollArgs {
   /// Largest element count of one pipelined chunk; generators keep chunks <= this so that no rank
   /// runs more than the connection capacity ahead. Must be >= 1.
   size_t chunkElems = 1 << 16;
+  /// Host index of every rank (index: rank), for hierarchical plans; empty means one host. Host indices
+  /// are 0..H-1 in order of each host's lowest rank.
+  std::vector<int> hostOf;
 };
 
 /// Names of the algorithms `kind` supports, the first being the default.

@@ -29,6 +29,18 @@ Plan p2pSend(const CollArgs& args);
 Plan p2pRecv(const CollArgs& args);
 // dissemination.cc (also called for nranks == 1 and any count)
 Plan disseminationBarrier(const CollArgs& args);
+// rhd.cc: recursive halving (reduce-scatter) and doubling (all-gather), Rabenseifner's all-reduce
+Plan rhdAllReduce(const CollArgs& args);
+Plan rhdReduceScatter(const CollArgs& args);
+Plan rhdAllGather(const CollArgs& args);
+// tree.cc: double binary tree
+Plan treeAllReduce(const CollArgs& args);
+// twoshot.cc: direct reduce-scatter then direct all-gather
+Plan twoshotAllReduce(const CollArgs& args);
+// hier.cc: intra-host, then one inter-host ring per rail (local rank), then intra-host
+Plan hierAllReduce(const CollArgs& args);
+Plan hierReduceScatter(const CollArgs& args);
+Plan hierAllGather(const CollArgs& args);
 
 // ---- helpers ----
 namespace gen {
@@ -130,6 +142,34 @@ inline Plan emptyPlan(const CollArgs& args) {
   plan.nranks = args.nranks;
   return plan;
 }
+
+// ---- rings over a subset of ranks, on blocks made of several element ranges (group_ring.cc) ----
+// Hierarchical plans run rings among the ranks of one host or of one rail, on blocks that are unions of
+// rank blocks scattered through the buffer. A block is a list of element ranges, taken in order. Both
+// ends of a connection build the same blocks, so they cut the same ops.
+struct Range {
+  size_t offset = 0;
+  size_t count = 0;
+};
+using Block = std::vector<Range>;
+
+size_t blockCount(const Block& b);
+/// The ranges of `b` in buffer `buf`.
+inline Region at(int buf, const Range& r) { return Region{buf, r.offset, r.count}; }
+
+/// Ring reduce-scatter among `group` (global ranks in ring order; `me` indexes this rank in it).
+/// Participant j ends with blocks[j] reduced over the group, written to buffer `out` at the block's
+/// offsets; inputs are read from buffer `in` at the same offsets. in == out is allowed.
+void groupReduceScatter(std::vector<Op>& lane, const std::vector<int>& group, int me, const std::vector<Block>& blocks,
+                        int in, int out, size_t chunkElems);
+/// Ring all-gather among `group`, in place in buffer `buf`: participant j contributes blocks[j] and
+/// everyone ends with every block.
+void groupAllGather(std::vector<Op>& lane, const std::vector<int>& group, int me, const std::vector<Block>& blocks,
+                    int buf, size_t chunkElems);
+
+/// The hosts of a plan: ranks of each host ascending, hosts in order of their lowest rank. An empty
+/// args.hostOf means one host.
+std::vector<std::vector<int>> hostGroups(const CollArgs& args);
 
 }  // namespace gen
 }  // namespace strata

@@ -175,6 +175,7 @@ void Communicator::executeCollective(const CollCall& call) {
   if (it == planCache_.end()) {
     if (planCache_.size() > 256) planCache_.clear();
     auto cached = std::make_unique<CachedPlan>();
+    args.hostOf = hostIndex_;
     cached->plan = makePlan(args, algo);
     cached->peers = planPeers(cached->plan);
     it = planCache_.emplace(std::move(key), std::move(cached)).first;

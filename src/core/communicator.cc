@@ -111,6 +111,9 @@ std::shared_ptr<Communicator> Communicator::create(const Config& config, std::sh
   auto all = comm->bootstrap_->allGather(me.data(), me.size());
   for (auto& h : all) comm->hostIds_.emplace_back(h.begin(), h.end());
   for (auto& h : comm->hostIds_) comm->oneHost_ &= h == comm->hostIds_[0];
+  std::map<std::string, int> hostNumber;  // hosts are numbered in order of their lowest rank
+  for (const std::string& h : comm->hostIds_)
+    comm->hostIndex_.push_back(hostNumber.emplace(h, static_cast<int>(hostNumber.size())).first->second);
   const int localRanks = static_cast<int>(
       std::count(comm->hostIds_.begin(), comm->hostIds_.end(), comm->hostIds_[static_cast<size_t>(comm->rank_)]));
   cpu_set_t cpus;

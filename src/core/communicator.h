@@ -124,6 +124,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   int rank_ = 0;
   int nranks_ = 1;
   std::vector<std::string> hostIds_;
+  std::vector<int> hostIndex_;  // host of each rank, 0..H-1 in order of each host's lowest rank
   std::vector<std::unique_ptr<Connection>> conns_;  // index: peer
   struct PlanKey {
     int kind, root, peer, inPlace;

@@ -261,6 +261,7 @@ int main(int argc, char** argv) {
   std::vector<size_t> counts = {0, 1, 7, 1023, 1048576 + 3};
   std::vector<std::string> colls;
   std::vector<std::string> algos = {""};
+  int fakeHosts = 0;  // > 0: the per-algorithm communicators see K ranks per "host" (STRATA_HOSTID)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--counts" && i + 1 < argc) {
@@ -270,8 +271,12 @@ int main(int argc, char** argv) {
       colls = splitList(argv[++i], ',');
     } else if (a == "--algos" && i + 1 < argc) {
       algos = splitList(argv[++i], ';');
+    } else if (a == "--fake-hosts" && i + 1 < argc) {
+      fakeHosts = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--counts a,b] [--colls x,y] [--algos 'allreduce:ring;allreduce:oneshot']\n",
+      std::fprintf(stderr,
+                   "usage: %s [--counts a,b] [--colls x,y] [--algos 'allreduce:ring;allreduce:oneshot'] "
+                   "[--fake-hosts K]\n",
                    argv[0]);
       return 2;
     }
@@ -280,6 +285,12 @@ int main(int argc, char** argv) {
   CHECK_OK(strataCommInitFromEnv(&world));
   CHECK_OK(strataCommUserRank(world, &gRank));
   CHECK_OK(strataCommCount(world, &gSize));
+  if (fakeHosts > 0) {
+    // Ranks r/K share a host id: hierarchical plans see several hosts, and ranks on different "hosts"
+    // talk over the network transport, as on a cluster.
+    setenv("STRATA_HOSTID", ("coll-test-host" + std::to_string(gRank / fakeHosts)).c_str(), 1);
+    if (algos.size() == 1 && algos[0].empty()) algos[0] = "barrier:dissemination";  // a fresh communicator
+  }
   for (const std::string& algo : algos) {
     strataComm_t comm = world;
     if (!algo.empty()) {

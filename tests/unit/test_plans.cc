@@ -189,12 +189,32 @@ struct CollCase {
   ReduceKind op = ReduceKind::kSum;
   int root = 0;
   Setting setting = kOnePiece;
+  std::vector<int> hostOf;  // host of each rank; empty: one host
 };
 
+// Host layouts a hierarchical plan must handle for n ranks: one host, one rank per host, pairs, threes
+// (the last host smaller), alternating hosts, and a lone rank on the first host.
+std::vector<std::vector<int>> hostLayouts(int n) {
+  std::vector<std::vector<int>> out{{}};
+  auto make = [&](auto hostOfRank) {
+    std::vector<int> h(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) h[static_cast<size_t>(r)] = hostOfRank(r);
+    out.push_back(std::move(h));
+  };
+  make([](int r) { return r; });
+  make([](int r) { return r / 2; });
+  make([](int r) { return r / 3; });
+  make([](int r) { return r % 2; });
+  make([](int r) { return r == 0 ? 0 : 1 + (r - 1) / 3; });
+  return out;
+}
+
 std::string describe(const CollCase& c) {
-  return strprintf("%s/%s n=%d count=%zu %s %s %s root=%d setting=%s", collName(c.kind), c.algorithm.c_str(), c.nranks,
-                   c.count, c.inPlace ? "in-place" : "out-of-place", dtypeName(c.dtype), opName(c.op), c.root,
-                   c.setting.name);
+  std::string hosts;
+  for (int h : c.hostOf) hosts += (hosts.empty() ? "" : ",") + std::to_string(h);
+  return strprintf("%s/%s n=%d count=%zu %s %s %s root=%d setting=%s hosts=[%s]", collName(c.kind),
+                   c.algorithm.c_str(), c.nranks, c.count, c.inPlace ? "in-place" : "out-of-place", dtypeName(c.dtype),
+                   opName(c.op), c.root, c.setting.name, hosts.c_str());
 }
 
 // Elements of the send and receive buffers, per NCCL's definition of each collective.
@@ -321,6 +341,15 @@ void expectLanesIndependent(const Plan& plan, const std::vector<void*>& buffers,
 
 // Builds every rank's plan, runs them, and checks every rank's output. Returns false on a failure.
 bool runCollective(const CollCase& c) {
+  if (c.algorithm == "hier" && c.hostOf.empty()) {
+    // Hierarchical plans: every host layout (the first is one host).
+    for (const std::vector<int>& layout : hostLayouts(c.nranks)) {
+      if (layout.empty()) continue;
+      CollCase h = c;
+      h.hostOf = layout;
+      if (!runCollective(h)) return false;
+    }
+  }
   SCOPED_TRACE(describe(c));
   const int n = c.nranks;
   const size_t es = dtypeSize(c.dtype);
@@ -337,6 +366,7 @@ bool runCollective(const CollCase& c) {
     args.root = c.root;
     args.inPlace = c.inPlace;
     args.chunkElems = chunk;
+    args.hostOf = c.hostOf;
     plans.push_back(makePlan(args, c.algorithm));
     const Plan& p = plans.back();
     EXPECT_EQ(p.rank, r);
@@ -557,16 +587,21 @@ TEST_P(PlanSweep, DefaultLimits) {
 INSTANTIATE_TEST_SUITE_P(
     Collectives, PlanSweep,
     ::testing::Values(CollAlgo{CollKind::kAllReduce, "ring"}, CollAlgo{CollKind::kAllReduce, "oneshot"},
-                      CollAlgo{CollKind::kReduceScatter, "ring"}, CollAlgo{CollKind::kAllGather, "ring"},
+                      CollAlgo{CollKind::kAllReduce, "twoshot"}, CollAlgo{CollKind::kAllReduce, "rhd"},
+                      CollAlgo{CollKind::kAllReduce, "tree"}, CollAlgo{CollKind::kAllReduce, "hier"},
+                      CollAlgo{CollKind::kReduceScatter, "ring"}, CollAlgo{CollKind::kReduceScatter, "rhd"},
+                      CollAlgo{CollKind::kReduceScatter, "hier"}, CollAlgo{CollKind::kAllGather, "ring"},
+                      CollAlgo{CollKind::kAllGather, "rhd"}, CollAlgo{CollKind::kAllGather, "hier"},
                       CollAlgo{CollKind::kBroadcast, "ring"}, CollAlgo{CollKind::kReduce, "ring"},
                       CollAlgo{CollKind::kAllToAll, "pairwise"}, CollAlgo{CollKind::kBarrier, "dissemination"}),
     paramName);
 
 // Every listed algorithm is in the sweep above.
 TEST(Algorithms, ListsAndDefaults) {
-  EXPECT_EQ(algorithmsFor(CollKind::kAllReduce), (std::vector<std::string>{"ring", "oneshot"}));
-  EXPECT_EQ(algorithmsFor(CollKind::kReduceScatter), std::vector<std::string>{"ring"});
-  EXPECT_EQ(algorithmsFor(CollKind::kAllGather), std::vector<std::string>{"ring"});
+  EXPECT_EQ(algorithmsFor(CollKind::kAllReduce),
+            (std::vector<std::string>{"ring", "oneshot", "twoshot", "rhd", "tree", "hier"}));
+  EXPECT_EQ(algorithmsFor(CollKind::kReduceScatter), (std::vector<std::string>{"ring", "rhd", "hier"}));
+  EXPECT_EQ(algorithmsFor(CollKind::kAllGather), (std::vector<std::string>{"ring", "rhd", "hier"}));
   EXPECT_EQ(algorithmsFor(CollKind::kBroadcast), std::vector<std::string>{"ring"});
   EXPECT_EQ(algorithmsFor(CollKind::kReduce), std::vector<std::string>{"ring"});
   EXPECT_EQ(algorithmsFor(CollKind::kAllToAll), std::vector<std::string>{"pairwise"});
@@ -633,7 +668,7 @@ TEST(Algorithms, BadArguments) {
 // Non-integer floats: the reduction order matters, yet every rank must hold bitwise the same result, in
 // place or not.
 TEST(PlanDeterminism, AllReduceBitwiseEqualOnEveryRank) {
-  for (const char* algo : {"ring", "oneshot"}) {
+  for (const char* algo : {"ring", "oneshot", "twoshot", "rhd", "tree", "hier"}) {
     for (int n : {3, 5, 8, 13}) {
       const size_t count = 1023;
       std::mt19937 rng(static_cast<unsigned>(n) * 7919u);
@@ -655,6 +690,7 @@ TEST(PlanDeterminism, AllReduceBitwiseEqualOnEveryRank) {
           args.count = count;
           args.inPlace = inPlace;
           args.chunkElems = chunkElemsFor(kTiny, 4);
+          if (std::string(algo) == "hier") args.hostOf = hostLayouts(n)[3];  // hosts of 3 ranks
           plans.push_back(makePlan(args, algo));
           const size_t ur = static_cast<size_t>(r);
           scratch[ur].resize(plans.back().scratchElems);

@@ -1,0 +1,153 @@
+// Hierarchical plans: a collective inside each host, one collective per rail between hosts, and a
+// collective inside each host again.
+//
+// A rail is the set of ranks with the same local index on every host, so each local rank drives its own
+// inter-host ring (and, on a cluster, its own NIC). With unequal ranks per host there are R rails, R the
+// smallest host's rank count; local ranks >= R take part in the intra-host steps only. Every byte leaves
+// a host once per inter-host step: an all-reduce sends 2(H-1)/H of the data out of each host, the wire
+// bound, where a flat ring crossing hosts sends 2(n-1)/n of it through the busiest host link.
+#include <algorithm>
+
+#include "collectives/generators.h"
+
+namespace strata {
+
+using gen::Block;
+using gen::Range;
+
+namespace {
+
+struct Hierarchy {
+  std::vector<std::vector<int>> hosts;  // ranks of each host, ascending
+  int host = 0;                         // this rank's host
+  int local = 0;                        // this rank's index on its host
+  int rails = 1;                        // smallest host's rank count
+  std::vector<int> localOf;             // index: rank
+  std::vector<int> hostIndexOf;         // index: rank
+
+  explicit Hierarchy(const CollArgs& args) : hosts(gen::hostGroups(args)) {
+    localOf.resize(static_cast<size_t>(args.nranks));
+    hostIndexOf.resize(static_cast<size_t>(args.nranks));
+    rails = args.nranks;
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      rails = std::min(rails, static_cast<int>(hosts[h].size()));
+      for (size_t i = 0; i < hosts[h].size(); ++i) {
+        localOf[static_cast<size_t>(hosts[h][i])] = static_cast<int>(i);
+        hostIndexOf[static_cast<size_t>(hosts[h][i])] = static_cast<int>(h);
+      }
+    }
+    host = hostIndexOf[static_cast<size_t>(args.rank)];
+    local = localOf[static_cast<size_t>(args.rank)];
+  }
+  int nhosts() const { return static_cast<int>(hosts.size()); }
+  const std::vector<int>& myHost() const { return hosts[static_cast<size_t>(host)]; }
+  /// The rail that carries rank o's block (reduce-scatter and all-gather).
+  int railOf(int o) const { return localOf[static_cast<size_t>(o)] % rails; }
+  /// Rail `j`'s member on every host, in host order.
+  std::vector<int> rail(int j) const {
+    std::vector<int> out;
+    for (const auto& h : hosts) out.push_back(h[static_cast<size_t>(j)]);
+    return out;
+  }
+};
+
+Range rankBlock(int o, size_t count) { return Range{static_cast<size_t>(o) * count, count}; }
+
+// Blocks of the intra-host ring: local index j < rails holds the union of the blocks of every rank o
+// with railOf(o) == j (and, if `hostFilter` >= 0, on that host only); local ranks past the rails hold none.
+Block railBlock(const Hierarchy& hi, int j, size_t count, int hostFilter) {
+  Block b;
+  const int n = static_cast<int>(hi.localOf.size());
+  for (int o = 0; o < n; ++o)
+    if (hi.railOf(o) == j && (hostFilter < 0 || hi.hostIndexOf[static_cast<size_t>(o)] == hostFilter))
+      b.push_back(rankBlock(o, count));
+  return b;
+}
+
+}  // namespace
+
+Plan hierAllReduce(const CollArgs& args) {
+  const Hierarchy hi(args);
+  Plan plan = gen::emptyPlan(args);
+  std::vector<Op>& lane = plan.lanes.emplace_back();
+  const std::vector<int>& mine = hi.myHost();
+  // The data in `rails` segments; local rank j < rails owns segment j after the intra-host reduce-scatter.
+  std::vector<Block> intra(mine.size());
+  for (int j = 0; j < hi.rails; ++j)
+    intra[static_cast<size_t>(j)] = {Range{segmentOffset(args.count, hi.rails, j), segmentCount(args.count, hi.rails, j)}};
+  gen::groupReduceScatter(lane, mine, hi.local, intra, kBufSend, kBufRecv, args.chunkElems);
+  if (hi.local < hi.rails && hi.nhosts() > 1) {
+    // All-reduce of our segment along our rail: a ring reduce-scatter then all-gather over the hosts.
+    const Range seg = intra[static_cast<size_t>(hi.local)][0];
+    std::vector<Block> inter(static_cast<size_t>(hi.nhosts()));
+    for (int k = 0; k < hi.nhosts(); ++k)
+      inter[static_cast<size_t>(k)] = {
+          Range{seg.offset + segmentOffset(seg.count, hi.nhosts(), k), segmentCount(seg.count, hi.nhosts(), k)}};
+    const std::vector<int> rail = hi.rail(hi.local);
+    gen::groupReduceScatter(lane, rail, hi.host, inter, kBufRecv, kBufRecv, args.chunkElems);
+    gen::groupAllGather(lane, rail, hi.host, inter, kBufRecv, args.chunkElems);
+  }
+  gen::groupAllGather(lane, mine, hi.local, intra, kBufRecv, args.chunkElems);
+  return plan;
+}
+
+Plan hierReduceScatter(const CollArgs& args) {
+  const Hierarchy hi(args);
+  const size_t count = args.count;
+  const int n = args.nranks;
+  Plan plan = gen::emptyPlan(args);
+  plan.scratchElems = static_cast<size_t>(n) * count;  // partial sums, at the send buffer's offsets
+  std::vector<Op>& lane = plan.lanes.emplace_back();
+  const std::vector<int>& mine = hi.myHost();
+  // 1. Inside the host: local rank j collects the host's partial sums of every block rail j carries.
+  std::vector<Block> intra(mine.size());
+  for (int j = 0; j < hi.rails; ++j) intra[static_cast<size_t>(j)] = railBlock(hi, j, count, -1);
+  gen::groupReduceScatter(lane, mine, hi.local, intra, kBufSend, kBufScratch, args.chunkElems);
+  // 2. Along the rail: each host's member ends with the full sums of its own host's blocks of the rail.
+  if (hi.local < hi.rails && hi.nhosts() > 1) {
+    std::vector<Block> inter(static_cast<size_t>(hi.nhosts()));
+    for (int k = 0; k < hi.nhosts(); ++k) inter[static_cast<size_t>(k)] = railBlock(hi, hi.local, count, k);
+    gen::groupReduceScatter(lane, hi.rail(hi.local), hi.host, inter, kBufScratch, kBufScratch, args.chunkElems);
+  }
+  // 3. Inside the host: each rail member hands every block it finished to its owner.
+  const Region result = gen::region(kBufRecv, 0, count);
+  for (int o : mine) {
+    const int holder = mine[static_cast<size_t>(hi.railOf(o))];
+    const Region done = gen::at(kBufScratch, rankBlock(o, count));
+    if (holder == args.rank && o == args.rank) gen::append(lane, gen::copyOp(result, done));
+    else if (holder == args.rank) gen::append(lane, gen::sendOp(o, done));
+    else if (o == args.rank) gen::append(lane, gen::recvOp(holder, result));
+  }
+  return plan;
+}
+
+Plan hierAllGather(const CollArgs& args) {
+  const Hierarchy hi(args);
+  const size_t count = args.count;
+  Plan plan = gen::emptyPlan(args);
+  std::vector<Op>& lane = plan.lanes.emplace_back();
+  const std::vector<int>& mine = hi.myHost();
+  // 1. Inside the host: every rank hands its block to the member of its rail (itself for local ranks
+  //    below the rail count).
+  const Region input = gen::region(kBufSend, 0, count);
+  for (int o : mine) {
+    const int holder = mine[static_cast<size_t>(hi.railOf(o))];
+    const Region place = gen::at(kBufRecv, rankBlock(o, count));
+    if (holder == args.rank && o == args.rank) gen::append(lane, gen::copyOp(place, input));
+    else if (o == args.rank) gen::append(lane, gen::sendOp(holder, input));
+    else if (holder == args.rank) gen::append(lane, gen::recvOp(o, place));
+  }
+  // 2. Along the rail: every member gathers the rail's blocks of every host.
+  if (hi.local < hi.rails && hi.nhosts() > 1) {
+    std::vector<Block> inter(static_cast<size_t>(hi.nhosts()));
+    for (int k = 0; k < hi.nhosts(); ++k) inter[static_cast<size_t>(k)] = railBlock(hi, hi.local, count, k);
+    gen::groupAllGather(lane, hi.rail(hi.local), hi.host, inter, kBufRecv, args.chunkElems);
+  }
+  // 3. Inside the host: each rail member shares everything its rail carried.
+  std::vector<Block> intra(mine.size());
+  for (int j = 0; j < hi.rails; ++j) intra[static_cast<size_t>(j)] = railBlock(hi, j, count, -1);
+  gen::groupAllGather(lane, mine, hi.local, intra, kBufRecv, args.chunkElems);
+  return plan;
+}
+
+}  // namespace strata
