@@ -154,6 +154,21 @@ const char* strataWorkError(strataWork_t work);
 /// Frees the handle; the work itself still completes.
 strataResult_t strataWorkFree(strataWork_t work);
 
+/// Algorithm choice (a Strata extension): which algorithm a collective of `count` elements (the count
+/// argument of that collective's call) would use on this communicator, STRATA_ALGO included, and the
+/// cost model's predicted time in microseconds (0 where the model has none). Local: no communication.
+typedef enum {
+  strataCollAllReduce = 0,
+  strataCollReduceScatter = 1,
+  strataCollAllGather = 2,
+  strataCollBroadcast = 3,
+  strataCollReduce = 4,
+  strataCollAllToAll = 5,
+} strataCollective_t;
+strataResult_t strataCommExplain(strataComm_t comm, strataCollective_t collective, size_t count,
+                                 strataDataType_t datatype, char* algorithm, size_t algorithmLen,
+                                 double* predictedUs);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

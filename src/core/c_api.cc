@@ -2,6 +2,8 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <iterator>
 #include <mutex>
 #include <unordered_set>
 
@@ -256,6 +258,31 @@ strataResult_t strataCommUserRank(const strataComm_t comm, int* rank) {
   if (!rank) return record(comm, strataInvalidArgument, "strataCommUserRank: rank is NULL");
   *rank = comm->impl->rank();
   return strataSuccess;
+}
+
+strataResult_t strataCommExplain(strataComm_t comm, strataCollective_t collective, size_t count,
+                                 strataDataType_t datatype, char* algorithm, size_t algorithmLen,
+                                 double* predictedUs) {
+  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataCommExplain: invalid communicator");
+  static const CollKind kinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather,
+                                   CollKind::kBroadcast, CollKind::kReduce,        CollKind::kAllToAll};
+  const int c = static_cast<int>(collective);
+  if (c < 0 || c >= static_cast<int>(std::size(kinds)))
+    return record(comm, strataInvalidArgument, strprintf("strataCommExplain: invalid collective %d", c));
+  if (!dtypeValid(static_cast<int>(datatype)))
+    return record(comm, strataInvalidArgument,
+                  strprintf("strataCommExplain: invalid datatype %d", static_cast<int>(datatype)));
+  if (algorithm && algorithmLen == 0)
+    return record(comm, strataInvalidArgument, "strataCommExplain: algorithmLen is 0");
+  return guarded(comm, [&] {
+    CollCall call;
+    call.kind = kinds[c];
+    call.count = count;
+    call.dtype = datatype;
+    const Prediction p = comm->impl->chooseAlgorithm(call);
+    if (algorithm) std::snprintf(algorithm, algorithmLen, "%s", p.algorithm.c_str());
+    if (predictedUs) *predictedUs = p.us;
+  });
 }
 
 strataResult_t strataRedOpCreatePreMulSum(strataRedOp_t* op, void* scalar, strataDataType_t datatype,

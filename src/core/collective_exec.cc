@@ -99,7 +99,7 @@ void Communicator::validate(const CollCall& c) const {
   }
 }
 
-std::string Communicator::chooseAlgorithm(const CollCall& c) const {
+Prediction Communicator::chooseAlgorithm(const CollCall& c) const {
   if (!config_.algo.empty()) {
     const std::string coll = collName(c.kind);
     auto forced = config_.algo.find(coll);
@@ -111,21 +111,45 @@ std::string Communicator::chooseAlgorithm(const CollCall& c) const {
         throw InvalidArgument(strprintf("STRATA_ALGO: %s has no algorithm '%s' (available: %s)", coll.c_str(),
                                         forced->second.c_str(), list.c_str()));
       }
-      return forced->second;
+      return Prediction{forced->second, predictedUs(c, forced->second)};
     }
   }
-  if (c.kind == CollKind::kAllReduce) {
-    const size_t bytes = c.count * dtypeSize(c.dtype);
-    if (oneHost_ && bytes <= config_.oneShotMaxBytes && nranks_ > 1) return "oneshot";
+  if (nranks_ == 1) return Prediction{defaultAlgo_[static_cast<int>(c.kind)], 0};
+  if (c.kind != CollKind::kAllReduce && c.kind != CollKind::kReduceScatter && c.kind != CollKind::kAllGather)
+    return Prediction{defaultAlgo_[static_cast<int>(c.kind)], 0};
+  const size_t bytes = callBytes(c);
+  std::lock_guard<std::mutex> lk(decisionMutex_);
+  const auto key = std::make_pair(static_cast<int>(c.kind), bytes);
+  auto it = decisions_.find(key);
+  if (it != decisions_.end()) return it->second;
+  const std::vector<Prediction> all = predictAll(c.kind, bytes, tuning_);
+  if (logEnabled(LogLevel::kInfo, kLogTuning)) {
+    std::string alternatives;
+    for (const Prediction& p : all) alternatives += strprintf(" %s=%.1fus", p.algorithm.c_str(), p.us);
+    STRATA_INFO(kLogTuning, "rank %d: %s of %zu bytes on %d rank(s): %s, predicted %.1f us (model:%s)", rank_,
+                collName(c.kind), bytes, nranks_, all.front().algorithm.c_str(), all.front().us, alternatives.c_str());
   }
-  return defaultAlgo_[static_cast<int>(c.kind)];
+  if (decisions_.size() > 4096) decisions_.clear();
+  return decisions_.emplace(key, all.front()).first->second;
+}
+
+size_t Communicator::callBytes(const CollCall& c) const {
+  const size_t bytes = c.count * dtypeSize(c.dtype);
+  const bool perRank = c.kind == CollKind::kReduceScatter || c.kind == CollKind::kAllGather || c.kind == CollKind::kAllToAll;
+  return perRank ? bytes * static_cast<size_t>(nranks_) : bytes;
+}
+
+double Communicator::predictedUs(const CollCall& c, const std::string& algorithm) const {
+  for (const Prediction& p : predictAll(c.kind, callBytes(c), tuning_))
+    if (p.algorithm == algorithm) return p.us;
+  return 0;
 }
 
 void Communicator::executeCollective(const CollCall& call) {
   validate(call);
   const uint64_t seq = ++seq_;
   const size_t esize = dtypeSize(call.dtype);
-  const std::string algo = chooseAlgorithm(call);
+  const std::string algo = chooseAlgorithm(call).algorithm;
   OpLabel what{rank_, collName(call.kind), seq, call.count, call.dtype, algo.c_str(), 0};
   STRATA_TRACE(kLogColl, "%s", what.str().c_str());
 

@@ -14,6 +14,23 @@
 namespace strata {
 namespace {
 
+// Cost-model inputs before the topology is known in detail: the layout, this host's core count, and
+// link figures measured on shared-memory and TCP hosts (selector.h's defaults).
+TuningInputs defaultTuning(int nranks, const std::vector<int>& hostOf, int localRanks, int ncpu,
+                           const Config& config) {
+  TuningInputs in;
+  in.nranks = nranks;
+  in.hostOf = hostOf;
+  in.chunkBytes = std::max<size_t>(config.connectionCapacity() / 2, config.pieceBytes);
+  if (localRanks > ncpu) {
+    // Ranks share cores: every message and wait costs a trip through the scheduler.
+    const double over = static_cast<double>(localRanks) / std::max(1, ncpu);
+    in.messageUs *= over;
+    in.intra.latencyUs *= over;
+  }
+  return in;
+}
+
 constexpr uint32_t kConnSetupTag = 0x53540001;  // "ST" + 1: transport connection setup
 
 int64_t nowNs() {
@@ -119,6 +136,7 @@ std::shared_ptr<Communicator> Communicator::create(const Config& config, std::sh
   cpu_set_t cpus;
   const int ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   comm->oversubscribed_ = localRanks > ncpu;
+  comm->tuning_ = defaultTuning(comm->nranks_, comm->hostIndex_, localRanks, ncpu, comm->config_);
   for (int k = 0; k <= static_cast<int>(CollKind::kBarrier); ++k)
     comm->defaultAlgo_[k] = algorithmsFor(static_cast<CollKind>(k)).front();
   std::weak_ptr<Communicator> weak = comm;

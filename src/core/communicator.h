@@ -17,6 +17,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/algorithms.h"
+#include "collectives/selector.h"
 #include "core/plan_runner.h"
 #include "strata/strata.h"
 #include "transport/transport.h"
@@ -100,8 +101,14 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   /// Host identity of every rank (index: rank).
   const std::vector<std::string>& hostIds() const { return hostIds_; }
-  /// The algorithm the selector would use (or STRATA_ALGO forces) for this call.
-  std::string chooseAlgorithm(const CollCall& call) const;
+  /// The algorithm the selector would use (or STRATA_ALGO forces) for this call, with the cost model's
+  /// predicted time (0 where the model has none).
+  Prediction chooseAlgorithm(const CollCall& call) const;
+  /// The cost model's predicted time of `algorithm` for this call (0 if it has none).
+  double predictedUs(const CollCall& call, const std::string& algorithm) const;
+  /// nccl-tests' "size" of the call: the all-reduce buffer, reduce-scatter input, all-gather output.
+  size_t callBytes(const CollCall& call) const;
+  const TuningInputs& tuning() const { return tuning_; }
 
  private:
   Communicator(const Config& config, std::shared_ptr<Bootstrap> bootstrap);
@@ -125,6 +132,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   int nranks_ = 1;
   std::vector<std::string> hostIds_;
   std::vector<int> hostIndex_;  // host of each rank, 0..H-1 in order of each host's lowest rank
+  TuningInputs tuning_;         // what the selector's cost model knows about this communicator
+  mutable std::mutex decisionMutex_;
+  mutable std::map<std::pair<int, size_t>, Prediction> decisions_;  // (collective, bytes) -> choice
   std::vector<std::unique_ptr<Connection>> conns_;  // index: peer
   struct PlanKey {
     int kind, root, peer, inPlace;

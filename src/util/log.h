@@ -24,6 +24,11 @@ struct LogSettings {
 
 /// Process-wide log settings, read from the environment on first use.
 const LogSettings& logSettings();
+/// True when a message of this level and subsystem would be written (to skip building it otherwise).
+inline bool logEnabled(LogLevel level, uint32_t subsys) {
+  const LogSettings& s = logSettings();
+  return static_cast<int>(s.level) >= static_cast<int>(level) && (s.subsys & subsys);
+}
 /// Sets the identity printed in front of every line ("host:pid rank").
 void logSetRank(int rank);
 void logWrite(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...)

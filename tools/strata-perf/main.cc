@@ -646,11 +646,32 @@ class PerfRun {
     row.type = type.name;
     row.redop = op.name;
     row.root = opt_.coll->rooted ? opt_.root : -1;
+    explain(ctx, &row);
     row.outOfPlace = measure(ctx, row.bytes, false);
     row.inPlace = measure(ctx, row.bytes, true);
     for (const auto& baseline : baselines_) row.baselines.push_back(measureBaseline(*baseline, ctx, row));
     if (opt_.membound && opt_.coll->kind == CollKind::kAllReduce) measureMemoryBound(ctx, &row);
     return row;
+  }
+
+  // What the selector picks for this row and how long its cost model expects it to take.
+  void explain(const CheckContext& ctx, Row* row) {
+    strataCollective_t coll;
+    switch (opt_.coll->kind) {
+      case CollKind::kAllReduce: coll = strataCollAllReduce; break;
+      case CollKind::kReduceScatter: coll = strataCollReduceScatter; break;
+      case CollKind::kAllGather: coll = strataCollAllGather; break;
+      case CollKind::kBroadcast: coll = strataCollBroadcast; break;
+      case CollKind::kReduce: coll = strataCollReduce; break;
+      case CollKind::kAllToAll: coll = strataCollAllToAll; break;
+      default: return;
+    }
+    char algorithm[64] = "";
+    double us = 0;
+    check(strataCommExplain(comm_, coll, ctx.layout.paramCount, ctx.type->type, algorithm, sizeof(algorithm), &us),
+          "strataCommExplain");
+    row->algorithm = algorithm;
+    row->predictedUs = us > 0 ? us : NAN;
   }
 
   // The memory-bandwidth bound of an all-reduce of S bytes on n ranks of one host. Buffers larger than the

@@ -176,6 +176,9 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
     const Row& r = rows[i];
     std::fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu, \"type\": %s, \"redop\": %s, \"root\": %d, ",
                  i == 0 ? "" : ",", r.bytes, r.count, jsonString(r.type).c_str(), jsonString(r.redop).c_str(), r.root);
+    if (!r.algorithm.empty())
+      std::fprintf(f, "\"algorithm\": %s, \"predicted_us\": %s, ", jsonString(r.algorithm).c_str(),
+                   jsonNumber(r.predictedUs).c_str());
     writeMeasurementJson(f, "out_of_place", r.outOfPlace);
     std::fprintf(f, ", ");
     writeMeasurementJson(f, "in_place", r.inPlace);

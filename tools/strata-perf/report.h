@@ -37,6 +37,9 @@ struct Row {
   // --membound (all-reduce): concurrent memcpy of the same buffers on every rank, the busbw bound derived
   // from it, and Strata's out-of-place busbw as a share of that bound. NAN when not measured.
   double memcpyUs = NAN, memcpyGBs = NAN, boundBusBw = NAN, boundShare = NAN;
+  // The algorithm Strata chose (or was forced to use) and the cost model's predicted time (NAN: none).
+  std::string algorithm;
+  double predictedUs = NAN;
 };
 
 /// A library measured next to Strata.
