@@ -38,8 +38,8 @@ Topology fromFile(const Config& config, const std::vector<std::string>& hostIds)
   const int nranks = static_cast<int>(hostIds.size());
   if (!t.ranks.empty()) {
     if (t.nranks() != nranks)
-      throw InvalidArgument(strprintf("%s: the file places %d ranks, but the communicator has %d", origin.c_str(),
-                                      t.nranks(), nranks));
+      throw InvalidArgument(
+          strprintf("%s: the file places %d ranks, but the communicator has %d", origin.c_str(), t.nranks(), nranks));
     return t;
   }
   // No ranks section: the i-th distinct host id (in rank order) runs on the file's i-th host.
@@ -47,8 +47,10 @@ Topology fromFile(const Config& config, const std::vector<std::string>& hostIds)
   int nhosts = 0;
   for (int h : hostOfRank) nhosts = std::max(nhosts, h + 1);
   if (nhosts > t.nhosts())
-    throw InvalidArgument(strprintf("%s: the communicator's ranks run on %d hosts (by host id), but the file "
-                                    "describes %d", origin.c_str(), nhosts, t.nhosts()));
+    throw InvalidArgument(
+        strprintf("%s: the communicator's ranks run on %d hosts (by host id), but the file "
+                  "describes %d",
+                  origin.c_str(), nhosts, t.nhosts()));
   t.hosts.resize(static_cast<size_t>(nhosts));
   t.ranks = placeRanks(t.hosts, hostOfRank);
   return t;
@@ -68,29 +70,33 @@ Topology loadTopologyFile(const std::string& path, const std::string& what) {
 
 Topology buildTopology(const Config& config, Bootstrap& bootstrap, const std::vector<std::string>& hostIds) {
   if (static_cast<int>(hostIds.size()) != bootstrap.size())
-    throw InvalidArgument(strprintf("buildTopology: %zu host ids for a communicator of %d ranks", hostIds.size(),
-                                    bootstrap.size()));
+    throw InvalidArgument(
+        strprintf("buildTopology: %zu host ids for a communicator of %d ranks", hostIds.size(), bootstrap.size()));
   Topology t;
   if (!config.topoFile.empty()) {
     t = fromFile(config, hostIds);
   } else {
-    const std::string mine = hostToJson(discoverHost(config));
-    const auto all = bootstrap.allGather(mine.data(), mine.size());
     std::vector<int> firstRank;
     const std::vector<int> hostOfRank = hostIndices(hostIds, &firstRank);
+    // Only the lowest rank of each host discovers it (the others would send the same, and discovery
+    // loads libraries and walks sysfs); the rest send nothing.
+    const int myHost = hostOfRank[static_cast<size_t>(bootstrap.rank())];
+    const bool describer = firstRank[static_cast<size_t>(myHost)] == bootstrap.rank();
+    const std::string mine = describer ? hostToJson(discoverHost(config)) : std::string();
+    const auto all = bootstrap.allGather(mine.data(), mine.size());
     // Each host is described by its lowest rank; the communicator's host ids are the ones that count.
     for (size_t h = 0; h < firstRank.size(); ++h) {
       const auto& data = all[static_cast<size_t>(firstRank[h])];
-      t.hosts.push_back(hostFromJson(std::string(data.begin(), data.end()),
-                                     strprintf("rank %d's host description", firstRank[h])));
+      t.hosts.push_back(
+          hostFromJson(std::string(data.begin(), data.end()), strprintf("rank %d's host description", firstRank[h])));
       t.hosts.back().hostId = hostIds[static_cast<size_t>(firstRank[h])];
     }
     t.ranks = placeRanks(t.hosts, hostOfRank);
   }
   const RankPlace& me = t.ranks[static_cast<size_t>(bootstrap.rank())];
-  STRATA_INFO(kLogInit, "topology: %d hosts%s; rank %d on host %d (local rank %d), numa %d, gpu %d, nic %d",
-              t.nhosts(), config.topoFile.empty() ? "" : (" from " + config.topoFile).c_str(), bootstrap.rank(),
-              me.host, me.localRank, me.numa, me.gpu, me.nic);
+  STRATA_INFO(kLogInit, "topology: %d hosts%s; rank %d on host %d (local rank %d), numa %d, gpu %d, nic %d", t.nhosts(),
+              config.topoFile.empty() ? "" : (" from " + config.topoFile).c_str(), bootstrap.rank(), me.host,
+              me.localRank, me.numa, me.gpu, me.nic);
   return t;
 }
 

@@ -1,5 +1,7 @@
 // discoverHost: this host's identity, CPUs and NUMA domains, NICs and GPUs, and the link figures that
 // follow from them.
+#include "topology/discover.h"
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <string>
 
 #include "topology/cpulist.h"
-#include "topology/discover.h"
 #include "topology/host.h"
 #include "topology/sysfs.h"
 #include "topology/topology.h"
@@ -64,7 +65,8 @@ std::vector<NumaDomain> numaFromSysfs() {
   std::vector<NumaDomain> out;
   const std::string base = "/sys/devices/system/node/";
   for (const std::string& name : sysfs::list(base)) {
-    if (name.size() < 5 || name.compare(0, 4, "node") != 0 || name.find_first_not_of("0123456789", 4) != std::string::npos)
+    if (name.size() < 5 || name.compare(0, 4, "node") != 0 ||
+        name.find_first_not_of("0123456789", 4) != std::string::npos)
       continue;
     NumaDomain d;
     d.id = std::stoi(name.substr(4));
@@ -80,6 +82,22 @@ std::vector<NumaDomain> numaFromSysfs() {
   // Directory order sorts "node10" before "node2".
   std::sort(out.begin(), out.end(), [](const NumaDomain& a, const NumaDomain& b) { return a.id < b.id; });
   return out;
+}
+
+// Devices' NUMA nodes come from sysfs, the domains from hwloc, which leaves out domains a container may
+// not use: a node not in the list becomes unknown (-1), as the model requires. And a device whose node
+// is unknown on a one-domain host can only be on that domain.
+void fixDeviceNuma(HostTopology& h) {
+  auto fix = [&](int& numa) {
+    bool listed = false;
+    for (const NumaDomain& d : h.numa) listed |= d.id == numa;
+    if (numa < 0 && h.numa.size() == 1)
+      numa = h.numa[0].id;
+    else if (!listed)
+      numa = -1;
+  };
+  for (Nic& n : h.nics) fix(n.numa);
+  for (Gpu& g : h.gpus) fix(g.numa);
 }
 
 }  // namespace
@@ -111,13 +129,7 @@ HostTopology discoverHost(const Config& config) {
   h.numa = discoverNuma();
   h.nics = discoverNics();
   h.gpus = discoverGpus();
-  // A device whose numa_node is -1 on a one-domain host can only be on that domain.
-  if (h.numa.size() == 1) {
-    for (Nic& n : h.nics)
-      if (n.numa < 0) n.numa = h.numa[0].id;
-    for (Gpu& g : h.gpus)
-      if (g.numa < 0) g.numa = h.numa[0].id;
-  }
+  fixDeviceNuma(h);
   h.shm = {kShmLatencyUs, kShmBandwidthGBps};
   const bool rdmaTransport = config.net == "ucx" || config.transport == "ucx";
   h.net = netFigures(h.nics, rdmaTransport);

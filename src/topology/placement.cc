@@ -33,7 +33,8 @@ std::vector<RankPlace> placeRanks(const std::vector<HostTopology>& hosts, const 
   for (size_t r = 0; r < hostOfRank.size(); ++r) {
     const int h = hostOfRank[r];
     if (h < 0 || h >= static_cast<int>(hosts.size()))
-      throw InvalidArgument(strprintf("placeRanks: rank %zu is on host %d, but there are %zu hosts", r, h, hosts.size()));
+      throw InvalidArgument(
+          strprintf("placeRanks: rank %zu is on host %d, but there are %zu hosts", r, h, hosts.size()));
     const HostTopology& host = hosts[static_cast<size_t>(h)];
     RankPlace& p = places[r];
     p.host = h;
@@ -43,8 +44,7 @@ std::vector<RankPlace> placeRanks(const std::vector<HostTopology>& hosts, const 
       p.numa = host.gpus[static_cast<size_t>(p.gpu)].numa;
     }
     // No GPU, or a GPU whose domain is unknown: spread the host's ranks over its domains.
-    if (p.numa < 0 && !host.numa.empty())
-      p.numa = host.numa[static_cast<size_t>(p.localRank) % host.numa.size()].id;
+    if (p.numa < 0 && !host.numa.empty()) p.numa = host.numa[static_cast<size_t>(p.localRank) % host.numa.size()].id;
     const std::vector<int> nics = nicCandidates(host, p.numa);
     const int k = numaCount[{h, p.numa}]++;
     if (!nics.empty()) p.nic = nics[static_cast<size_t>(k) % nics.size()];

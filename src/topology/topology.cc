@@ -1,8 +1,9 @@
 // The topology model's questions: which ranks share a host, how two ranks reach each other, and what that
 // link costs.
+#include "topology/topology.h"
+
 #include <algorithm>
 
-#include "topology/topology.h"
 #include "util/error.h"
 
 namespace strata {
@@ -22,11 +23,16 @@ const Gpu* gpuOf(const Topology& t, const RankPlace& p) {
 
 const char* linkClassName(LinkClass c) {
   switch (c) {
-    case LinkClass::kSelf: return "self";
-    case LinkClass::kShm: return "shm";
-    case LinkClass::kNvlink: return "nvlink";
-    case LinkClass::kPcie: return "pcie";
-    case LinkClass::kNet: return "net";
+    case LinkClass::kSelf:
+      return "self";
+    case LinkClass::kShm:
+      return "shm";
+    case LinkClass::kNvlink:
+      return "nvlink";
+    case LinkClass::kPcie:
+      return "pcie";
+    case LinkClass::kNet:
+      return "net";
   }
   return "?";
 }
@@ -61,9 +67,12 @@ LinkFigures Topology::link(int a, int b) const {
   const RankPlace& pb = ranks[static_cast<size_t>(b)];
   const HostTopology& ha = hosts[static_cast<size_t>(pa.host)];
   switch (c) {
-    case LinkClass::kSelf: return {};
-    case LinkClass::kShm: return ha.shm;
-    case LinkClass::kPcie: return {kPcieLatencyUs, kPcieBandwidthGBps};
+    case LinkClass::kSelf:
+      return {};
+    case LinkClass::kShm:
+      return ha.shm;
+    case LinkClass::kPcie:
+      return {kPcieLatencyUs, kPcieBandwidthGBps};
     case LinkClass::kNvlink: {
       // A file may give one GPU's NVLink bandwidth and not the other's: take the known one.
       const double x = gpuOf(*this, pa)->nvlinkGBps, y = gpuOf(*this, pb)->nvlinkGBps;

@@ -141,8 +141,9 @@ Topology loadTopologyFile(const std::string& path, const std::string& what);
 /// is a verbs device and `rdmaTransport` (STRATA_NET=ucx), else TCP latency; no NIC: kUnknownNicGbps.
 LinkFigures netFigures(const std::vector<Nic>& nics, bool rdmaTransport);
 
-/// Discovers the local host: hwloc for NUMA/cores/PCIe, libibverbs for RDMA NICs, the CUDA runtime and
-/// NVML (loaded at run time; absent means no GPUs) for GPUs and NVLink, sysfs for netdev speeds.
+/// Discovers the local host: hwloc for NUMA domains (sysfs without it), the affinity mask for cores,
+/// libibverbs for RDMA NICs, sysfs for PCIe locality and netdev speeds, the CUDA driver and NVML (loaded
+/// at run time; absent means no GPUs) for GPUs and NVLink. Never fails for a missing library or device.
 HostTopology discoverHost(const Config& config);
 
 /// The communicator's topology, identical on every rank: each rank discovers its host (or reads

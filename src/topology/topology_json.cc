@@ -182,7 +182,8 @@ NumaDomain readNuma(const Value& v, const std::string& path, const std::string& 
   }
   const double mem = r.number("memoryBytes", 0);
   // Doubles hold integers exactly up to 2^53 bytes (8 PiB), far beyond any NUMA domain.
-  if (mem != std::floor(mem) || mem > 9007199254740992.0) r.fail(r.at("memoryBytes"), strprintf("%g is not a byte count", mem));
+  if (mem != std::floor(mem) || mem > 9007199254740992.0)
+    r.fail(r.at("memoryBytes"), strprintf("%g is not a byte count", mem));
   d.memoryBytes = static_cast<uint64_t>(mem);
   return d;
 }
@@ -269,14 +270,15 @@ std::vector<RankPlace> readRanks(const ObjectReader& top, const std::vector<Host
       r.fail(r.at("host"), strprintf("host %d does not exist (the file has %zu)", p.host, hosts.size()));
     if (p.host > nextHost)
       r.fail(r.at("host"), strprintf("host %d before any rank on host %d; hosts are listed in order of their "
-                                     "lowest rank", p.host, nextHost));
+                                     "lowest rank",
+                                     p.host, nextHost));
     if (p.host == nextHost) ++nextHost;
     const HostTopology& h = hosts[static_cast<size_t>(p.host)];
     const int expected = localCount[static_cast<size_t>(p.host)]++;
     p.localRank = r.integer("localRank", 0, expected);
     if (p.localRank != expected)
-      r.fail(r.at("localRank"), strprintf("%d, but rank %zu is rank %d of host %d in rank order", p.localRank, i,
-                                          expected, p.host));
+      r.fail(r.at("localRank"),
+             strprintf("%d, but rank %zu is rank %d of host %d in rank order", p.localRank, i, expected, p.host));
     p.numa = r.integer("numa", -1, -1);
     checkNuma(r, "numa", p.numa, h);
     p.gpu = r.integer("gpu", -1, -1);
@@ -288,8 +290,8 @@ std::vector<RankPlace> readRanks(const ObjectReader& top, const std::vector<Host
     places.push_back(p);
   }
   if (!places.empty() && nextHost < static_cast<int>(hosts.size()))
-    top.fail("ranks", strprintf("no rank runs on host %d (hosts[%d]); remove the host or place a rank on it",
-                                nextHost, nextHost));
+    top.fail("ranks", strprintf("no rank runs on host %d (hosts[%d]); remove the host or place a rank on it", nextHost,
+                                nextHost));
   return places;
 }
 
@@ -324,7 +326,8 @@ std::string Topology::toJson() const {
 Topology Topology::fromJson(const std::string& text, const std::string& origin) {
   const Value v = json::parse(text, origin);
   if (v.type != Type::kObject)
-    throw InvalidArgument(origin + ": expected a JSON object with \"hosts\" at the top, found " + json::typeName(v.type));
+    throw InvalidArgument(origin + ": expected a JSON object with \"hosts\" at the top, found " +
+                          json::typeName(v.type));
   ObjectReader top(v, "", origin, {"version", "comment", "hosts", "ranks"});
   const int version = top.integer("version", 0, kFormatVersion);
   if (version != kFormatVersion)
@@ -336,8 +339,8 @@ Topology Topology::fromJson(const std::string& text, const std::string& origin) 
     t.hosts.push_back(readHost(hosts[i], indexed("hosts", i), origin));
     for (size_t j = 0; j < i; ++j)
       if (t.hosts[j].hostId == t.hosts[i].hostId)
-        top.fail(indexed("hosts", i) + ".hostId", strprintf("\"%s\" is also hosts[%zu]'s id; host ids are unique",
-                                                             t.hosts[i].hostId.c_str(), j));
+        top.fail(indexed("hosts", i) + ".hostId",
+                 strprintf("\"%s\" is also hosts[%zu]'s id; host ids are unique", t.hosts[i].hostId.c_str(), j));
   }
   if (top.has("ranks")) t.ranks = readRanks(top, t.hosts, origin);
   return t;

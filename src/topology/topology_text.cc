@@ -67,7 +67,8 @@ std::string Topology::toText() const {
   for (int r = 0; r < nranks(); ++r) {
     const RankPlace& p = ranks[static_cast<size_t>(r)];
     const HostTopology& h = hosts[static_cast<size_t>(p.host)];
-    const std::string nic = p.nic >= 0 && p.nic < static_cast<int>(h.nics.size()) ? h.nics[static_cast<size_t>(p.nic)].name : "-";
+    const std::string nic =
+        p.nic >= 0 && p.nic < static_cast<int>(h.nics.size()) ? h.nics[static_cast<size_t>(p.nic)].name : "-";
     const std::string gpu = p.gpu >= 0 ? std::to_string(p.gpu) : "-";
     out += strprintf("%6d %5d %6d %5s %4s  %s\n", r, p.host, p.localRank, numaName(p.numa).c_str(), gpu.c_str(),
                      nic.c_str());

@@ -85,8 +85,8 @@ Topology dgx16() {
 // ---- JSON reader and writer --------------------------------------------------------------------------
 
 TEST(Json, ParsesEveryKindOfValue) {
-  const json::Value v = json::parse(
-      R"( {"a": [1, -2.5e3, 0, true, false, null], "s": "q\"\\\/\n\t\u00e9\ud83d\ude00", "o": {}} )", "t");
+  const json::Value v =
+      json::parse(R"( {"a": [1, -2.5e3, 0, true, false, null], "s": "q\"\\\/\n\t\u00e9\ud83d\ude00", "o": {}} )", "t");
   ASSERT_EQ(v.type, json::Type::kObject);
   const json::Value* a = v.find("a");
   ASSERT_NE(a, nullptr);
@@ -219,8 +219,10 @@ TEST(TopologyJson, ErrorsNameTheFileAndTheField) {
   // A misspelt optional field is an error, not silently ignored.
   EXPECT_TRUE(contains(fromJsonError(edit(tcp, "\"gbps\"", "\"gpbs\"")), "hosts[0].nics[0].gpbs: unknown field"));
   // Values out of their range.
-  EXPECT_TRUE(contains(fromJsonError(edit(tcp, "\"cores\": 2", "\"cores\": 2.5")), "hosts[0].cores: 2.5 is not an integer"));
-  EXPECT_TRUE(contains(fromJsonError(edit(tcp, "\"gbps\": 1", "\"gbps\": -1")), "hosts[0].nics[0].gbps: -1 is negative"));
+  EXPECT_TRUE(
+      contains(fromJsonError(edit(tcp, "\"cores\": 2", "\"cores\": 2.5")), "hosts[0].cores: 2.5 is not an integer"));
+  EXPECT_TRUE(
+      contains(fromJsonError(edit(tcp, "\"gbps\": 1", "\"gbps\": -1")), "hosts[0].nics[0].gbps: -1 is negative"));
   EXPECT_TRUE(contains(fromJsonError(edit(tcp, "\"numa\": 0,", "\"numa\": 3,")),
                        "hosts[0].nics[0].numa: 3 is not one of this host's NUMA domains (0)"));
   EXPECT_TRUE(contains(fromJsonError(edit(tcp, "\"cpus\": \"0-1\"", "\"cpus\": \"1-0\"")),
@@ -229,9 +231,10 @@ TEST(TopologyJson, ErrorsNameTheFileAndTheField) {
                        "hosts[0].gpus[0].nvlinkPeers[0]: GPU 9 does not exist (the host has 8)"));
   EXPECT_TRUE(contains(fromJsonError(edit(dgx, "\"index\": 3", "\"index\": 4")),
                        "hosts[0].gpus[3].index: 4, but GPUs are listed in index order (expected 3)"));
-  EXPECT_TRUE(contains(fromJsonError(edit(tcp, "\"tcp-b\"", "\"tcp-a\"")),
-                       "hosts[1].hostId: \"tcp-a\" is also hosts[0]'s id"));
-  EXPECT_TRUE(contains(fromJsonError(edit(tcp, "\"version\": 1", "\"version\": 2")), "version: 2, but this Strata reads"));
+  EXPECT_TRUE(
+      contains(fromJsonError(edit(tcp, "\"tcp-b\"", "\"tcp-a\"")), "hosts[1].hostId: \"tcp-a\" is also hosts[0]'s id"));
+  EXPECT_TRUE(
+      contains(fromJsonError(edit(tcp, "\"version\": 1", "\"version\": 2")), "version: 2, but this Strata reads"));
   EXPECT_EQ(fromJsonError("[1, 2]"),
             "STRATA_TOPO_FILE /x.json: expected a JSON object with \"hosts\" at the top, found an array");
   // Truncated text: the JSON reader says where it stopped.
@@ -249,8 +252,10 @@ TEST(TopologyJson, RanksMustAgreeWithTheHosts) {
                        "ranks[3].localRank: 4, but rank 3 is rank 3 of host 0 in rank order"));
   EXPECT_TRUE(contains(rankEdit("0", "1"), "ranks[0].host: host 1 before any rank on host 0"));
   EXPECT_TRUE(contains(rankEdit("0", "2"), "ranks[0].host: host 2 does not exist (the file has 2)"));
-  EXPECT_TRUE(contains(fromJsonError(edit(json, "\"gpu\": 7,", "\"gpu\": 8,")), "gpu: GPU 8 does not exist (host 0 has 8)"));
-  EXPECT_TRUE(contains(fromJsonError(edit(json, "\"nic\": 1}", "\"nic\": 4}")), "nic: NIC 4 does not exist (host 0 has 4)"));
+  EXPECT_TRUE(
+      contains(fromJsonError(edit(json, "\"gpu\": 7,", "\"gpu\": 8,")), "gpu: GPU 8 does not exist (host 0 has 8)"));
+  EXPECT_TRUE(
+      contains(fromJsonError(edit(json, "\"nic\": 1}", "\"nic\": 4}")), "nic: NIC 4 does not exist (host 0 has 4)"));
   // Every rank on host 0: host 1 has no rank.
   std::string oneHost = json;
   for (int r = 8; r < 16; ++r)
@@ -405,7 +410,8 @@ TEST(TopologyText, MentionsEveryHostDeviceAndRank) {
   EXPECT_TRUE(contains(text, "host 0: dgx-a"));
   EXPECT_TRUE(contains(text, "host 1: dgx-b"));
   EXPECT_TRUE(contains(text, "NUMA 1: cpus 56-111 (56), 1024.0 GiB"));
-  EXPECT_TRUE(contains(text, "NIC 3: mlx5_3 port 1, InfiniBand RDMA, 400 Gbit/s, NUMA 1, PCI 0000:bc:00.0, netdev ibp188s0"));
+  EXPECT_TRUE(
+      contains(text, "NIC 3: mlx5_3 port 1, InfiniBand RDMA, 400 Gbit/s, NUMA 1, PCI 0000:bc:00.0, netdev ibp188s0"));
   EXPECT_TRUE(contains(text, "GPU 2: NVIDIA H100 80GB HBM3, PCI 0000:3a:00.0, NUMA 0, NVLink 450 GB/s to GPU 0-1,3-7"));
   EXPECT_TRUE(contains(text, "links: shm 0.5 us, 10 GB/s; net 2 us, 50 GB/s"));
   EXPECT_TRUE(contains(text, "    15     1      7     1    7  mlx5_3\n"));
@@ -550,8 +556,8 @@ TEST(BuildTopology, FileWithRanksMustMatchTheCommunicator) {
   EXPECT_EQ(ok.errors[2], "");
   EXPECT_EQ(ok.topos[2].ranksOfHost(1), (std::vector<int>{2}));
   const BuildResult bad = buildOnRanks(config, {"a", "a"});
-  EXPECT_EQ(bad.errors[0], "STRATA_TOPO_FILE " + config.topoFile +
-                               ": the file places 3 ranks, but the communicator has 2");
+  EXPECT_EQ(bad.errors[0],
+            "STRATA_TOPO_FILE " + config.topoFile + ": the file places 3 ranks, but the communicator has 2");
 }
 
 TEST(BuildTopology, UnreadableOrMalformedFileIsNamed) {
@@ -561,7 +567,8 @@ TEST(BuildTopology, UnreadableOrMalformedFileIsNamed) {
   EXPECT_EQ(res.errors[0], "STRATA_TOPO_FILE /nonexistent/topo.json: cannot read: No such file or directory");
   config.topoFile = writeTemp("topo_bad.json", "{\"hosts\": [{\"hostId\": \"a\", \"cores\": true}]}");
   const BuildResult bad = buildOnRanks(config, {"a"});
-  EXPECT_EQ(bad.errors[0], "STRATA_TOPO_FILE " + config.topoFile + ": hosts[0].cores: expected a number, found a boolean");
+  EXPECT_EQ(bad.errors[0],
+            "STRATA_TOPO_FILE " + config.topoFile + ": hosts[0].cores: expected a number, found a boolean");
 }
 
 }  // namespace

@@ -54,17 +54,23 @@ void printUsage(FILE* out) {
 }
 
 Options parseOptions(int argc, char** argv) {
-  static const option kLong[] = {{"json", no_argument, nullptr, 'j'},   {"file", required_argument, nullptr, 'f'},
+  static const option kLong[] = {{"json", no_argument, nullptr, 'j'},        {"file", required_argument, nullptr, 'f'},
                                  {"ranks", required_argument, nullptr, 'n'}, {"all", no_argument, nullptr, 'a'},
-                                 {"help", no_argument, nullptr, 'h'},   {nullptr, 0, nullptr, 0}};
+                                 {"help", no_argument, nullptr, 'h'},        {nullptr, 0, nullptr, 0}};
   Options o;
   opterr = 0;  // our own messages
   int c;
   while ((c = getopt_long(argc, argv, ":h", kLong, nullptr)) != -1) {
     switch (c) {
-      case 'j': o.json = true; break;
-      case 'a': o.all = true; break;
-      case 'f': o.file = optarg; break;
+      case 'j':
+        o.json = true;
+        break;
+      case 'a':
+        o.all = true;
+        break;
+      case 'f':
+        o.file = optarg;
+        break;
       case 'n': {
         char* end = nullptr;
         const long n = std::strtol(optarg, &end, 10);
@@ -73,9 +79,13 @@ Options parseOptions(int argc, char** argv) {
         o.ranks = static_cast<int>(n);
         break;
       }
-      case 'h': printUsage(stdout); std::exit(0);
-      case ':': usageError(std::string(argv[optind - 1]) + " needs a value");
-      default: usageError(std::string("unknown option ") + argv[optind - 1]);
+      case 'h':
+        printUsage(stdout);
+        std::exit(0);
+      case ':':
+        usageError(std::string(argv[optind - 1]) + " needs a value");
+      default:
+        usageError(std::string("unknown option ") + argv[optind - 1]);
     }
   }
   if (optind < argc) usageError(std::string("unexpected argument ") + argv[optind]);
@@ -117,8 +127,8 @@ int run(const Options& o) {
       usageError(strprintf("--ranks %d, but %s already places %d ranks", o.ranks, file.c_str(), t.nranks()));
     if (o.ranks && t.ranks.empty()) {
       if (o.ranks % t.nhosts() != 0)
-        usageError(strprintf("--ranks %d does not divide evenly over the %d hosts of %s", o.ranks, t.nhosts(),
-                             file.c_str()));
+        usageError(
+            strprintf("--ranks %d does not divide evenly over the %d hosts of %s", o.ranks, t.nhosts(), file.c_str()));
       // Consecutive ranks share a host, as launchers number them.
       const int perHost = o.ranks / t.nhosts();
       std::vector<int> hostOfRank;
