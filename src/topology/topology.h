@@ -28,12 +28,30 @@ struct LinkFigures {
   double latencyUs = 0;
   double bandwidthGBps = 0;  // per direction, GB/s (1e9 bytes per second)
   double timeUs(double bytes) const { return latencyUs + (bandwidthGBps > 0 ? bytes / (bandwidthGBps * 1e3) : 0); }
+  friend bool operator==(const LinkFigures&, const LinkFigures&) = default;
 };
+
+// The model's default figures, used where discovery measures nothing. Rough on purpose: they rank link
+// classes and size pipelines; STRATA_TUNE=probe measures instead, and a topology file can state its own.
+/// Same host through host memory (a copy into and out of a shared FIFO).
+constexpr double kShmLatencyUs = 0.5;
+constexpr double kShmBandwidthGBps = 10;
+/// GPU to GPU over NVLink: latency here, bandwidth from Gpu::nvlinkGBps.
+constexpr double kNvlinkLatencyUs = 1.0;
+/// GPU to GPU through PCIe (a Gen4 x16 link's practical rate).
+constexpr double kPcieLatencyUs = 1.5;
+constexpr double kPcieBandwidthGBps = 24;
+/// Between hosts: RDMA (STRATA_NET=ucx over a verbs NIC) or TCP. Bandwidth is the NIC's speed / 8.
+constexpr double kRdmaLatencyUs = 2;
+constexpr double kTcpLatencyUs = 15;
+/// Speed assumed for a network interface that reports none (virtual NICs, some drivers).
+constexpr double kUnknownNicGbps = 10;
 
 struct NumaDomain {
   int id = 0;
   std::vector<int> cpus;     // OS cpu indices
   uint64_t memoryBytes = 0;  // 0 when unknown
+  friend bool operator==(const NumaDomain&, const NumaDomain&) = default;
 };
 
 struct Nic {
@@ -45,6 +63,8 @@ struct Nic {
   std::string pciBusId;   // "0000:17:00.0", empty when unknown
   std::string netdev;     // Linux interface of the port, when it has one
   bool rdma = false;      // true for a verbs device
+  bool gbpsAssumed = false;  // the interface reported no speed; gbps is kUnknownNicGbps
+  friend bool operator==(const Nic&, const Nic&) = default;
 };
 
 struct Gpu {
@@ -54,6 +74,7 @@ struct Gpu {
   int numa = -1;
   std::vector<int> nvlinkPeers;  // indices of GPUs of the same host reachable over NVLink
   double nvlinkGBps = 0;         // aggregate NVLink bandwidth of this GPU, GB/s per direction (0: none)
+  friend bool operator==(const Gpu&, const Gpu&) = default;
 };
 
 struct HostTopology {
@@ -65,6 +86,7 @@ struct HostTopology {
   std::vector<Gpu> gpus;
   LinkFigures shm;       // rank to rank on this host through host memory
   LinkFigures net;       // this host's share of the network (its fastest NIC, or TCP's figure)
+  friend bool operator==(const HostTopology&, const HostTopology&) = default;
 };
 
 /// Where one rank runs.
@@ -74,6 +96,7 @@ struct RankPlace {
   int numa = -1;
   int gpu = -1;       // device index on its host, -1 none
   int nic = -1;       // index into its host's nics of the nearest NIC, -1 none
+  friend bool operator==(const RankPlace&, const RankPlace&) = default;
 };
 
 struct Topology {
@@ -94,10 +117,33 @@ struct Topology {
   std::string toJson() const;
   /// Throws InvalidArgument naming `origin` and what is wrong.
   static Topology fromJson(const std::string& text, const std::string& origin);
+
+  friend bool operator==(const Topology&, const Topology&) = default;
 };
 
-/// Discovers the local host: hwloc for NUMA/cores/PCIe, libibverbs for RDMA NICs, the CUDA runtime and
-/// NVML (loaded at run time; absent means no GPUs) for GPUs and NVLink, sysfs for netdev speeds.
+/// Places ranks on `hosts`: rank r runs on hosts[hostOfRank[r]]. localRank is the order among the host's
+/// ranks; gpu = localRank % (number of GPUs), -1 without GPUs; numa = the GPU's domain, else the domains
+/// round-robin by localRank; nic = the nearest NIC (RDMA NICs first, then those on the rank's NUMA domain),
+/// ties dealt round-robin among the ranks of that domain so every NIC carries a rail. Deterministic.
+/// Throws InvalidArgument if a host index is out of range.
+std::vector<RankPlace> placeRanks(const std::vector<HostTopology>& hosts, const std::vector<int>& hostOfRank);
+
+/// One host as JSON (the element format of toJson's "hosts"), for sending through the bootstrap.
+std::string hostToJson(const HostTopology& host);
+/// Reads hostToJson's output; throws InvalidArgument naming `origin` and the field.
+HostTopology hostFromJson(const std::string& text, const std::string& origin);
+
+/// Reads a topology file; throws InvalidArgument "<what> <path>: ..." if unreadable or malformed
+/// (`what` is how the caller names the file, e.g. "STRATA_TOPO_FILE").
+Topology loadTopologyFile(const std::string& path, const std::string& what);
+
+/// Network figures for a host with these NICs: the fastest NIC's speed / 8, with RDMA latency if that NIC
+/// is a verbs device and `rdmaTransport` (STRATA_NET=ucx), else TCP latency; no NIC: kUnknownNicGbps.
+LinkFigures netFigures(const std::vector<Nic>& nics, bool rdmaTransport);
+
+/// Discovers the local host: hwloc for NUMA domains (sysfs without it), the affinity mask for cores,
+/// libibverbs for RDMA NICs, sysfs for PCIe locality and netdev speeds, the CUDA driver and NVML (loaded
+/// at run time; absent means no GPUs) for GPUs and NVLink. Never fails for a missing library or device.
 HostTopology discoverHost(const Config& config);
 
 /// The communicator's topology, identical on every rank: each rank discovers its host (or reads
