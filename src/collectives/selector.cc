@@ -182,10 +182,9 @@ TuningInputs tuningInputs(const Topology& topo, size_t chunkBytes) {
     int nics = 1 << 30;
     for (int h = 0; h < topo.nhosts(); ++h) {
       const HostTopology& host = topo.hosts[static_cast<size_t>(h)];
-      const LinkFigures local = host.shm;
-      std::vector<int> ranks;
-      for (int r = 0; r < topo.nranks(); ++r)
-        if (topo.ranks[static_cast<size_t>(r)].host == h) ranks.push_back(r);
+      // GPU ranks use their GPUs' link class (NVLink, PCIe); CPU ranks host memory.
+      const std::vector<int> ranks = topo.ranksOfHost(h);
+      const LinkFigures local = ranks.size() > 1 ? topo.link(ranks[0], ranks[1]) : host.shm;
       intra.latencyUs = std::max(intra.latencyUs, local.latencyUs);
       intra.bandwidthGBps = std::min(intra.bandwidthGBps, local.bandwidthGBps);
       inter.latencyUs = std::max(inter.latencyUs, host.net.latencyUs);
@@ -208,6 +207,7 @@ TuningInputs tuningInputs(const Topology& topo, size_t chunkBytes) {
 }
 
 std::vector<Prediction> predictAll(CollKind kind, size_t size, const TuningInputs& in) {
+  if (in.nranks <= 1) return {Prediction{algorithmsFor(kind).front(), 0}};  // a local copy
   const Model m(in);
   const double S = static_cast<double>(size);
   const int n = m.lay.n;

@@ -8,28 +8,13 @@
 #include <cstring>
 
 #include "topology/host.h"
+#include "topology/topology.h"
 #include "util/error.h"
 #include "util/log.h"
 
 namespace strata {
 namespace {
 
-// Cost-model inputs before the topology is known in detail: the layout, this host's core count, and
-// link figures measured on shared-memory and TCP hosts (selector.h's defaults).
-TuningInputs defaultTuning(int nranks, const std::vector<int>& hostOf, int localRanks, int ncpu,
-                           const Config& config) {
-  TuningInputs in;
-  in.nranks = nranks;
-  in.hostOf = hostOf;
-  in.chunkBytes = std::max<size_t>(config.connectionCapacity() / 2, config.pieceBytes);
-  if (localRanks > ncpu) {
-    // Ranks share cores: every message and wait costs a trip through the scheduler.
-    const double over = static_cast<double>(localRanks) / std::max(1, ncpu);
-    in.messageUs *= over;
-    in.intra.latencyUs *= over;
-  }
-  return in;
-}
 
 constexpr uint32_t kConnSetupTag = 0x53540001;  // "ST" + 1: transport connection setup
 
@@ -128,15 +113,18 @@ std::shared_ptr<Communicator> Communicator::create(const Config& config, std::sh
   auto all = comm->bootstrap_->allGather(me.data(), me.size());
   for (auto& h : all) comm->hostIds_.emplace_back(h.begin(), h.end());
   for (auto& h : comm->hostIds_) comm->oneHost_ &= h == comm->hostIds_[0];
-  std::map<std::string, int> hostNumber;  // hosts are numbered in order of their lowest rank
-  for (const std::string& h : comm->hostIds_)
-    comm->hostIndex_.push_back(hostNumber.emplace(h, static_cast<int>(hostNumber.size())).first->second);
+  // The topology (discovered, or STRATA_TOPO_FILE) decides the hierarchy plans see; host identities
+  // decide transports.
+  comm->topology_ = buildTopology(config, *comm->bootstrap_, comm->hostIds_);
+  for (const RankPlace& p : comm->topology_.ranks) comm->hostIndex_.push_back(p.host);
   const int localRanks = static_cast<int>(
       std::count(comm->hostIds_.begin(), comm->hostIds_.end(), comm->hostIds_[static_cast<size_t>(comm->rank_)]));
   cpu_set_t cpus;
   const int ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   comm->oversubscribed_ = localRanks > ncpu;
-  comm->tuning_ = defaultTuning(comm->nranks_, comm->hostIndex_, localRanks, ncpu, comm->config_);
+  comm->tuning_ = tuningInputs(comm->topology_, comm->chunkBytes());
+  if (logEnabled(LogLevel::kInfo, kLogInit) && comm->rank_ == 0)
+    STRATA_INFO(kLogInit, "topology:\n%s", comm->topology_.toText().c_str());
   for (int k = 0; k <= static_cast<int>(CollKind::kBarrier); ++k)
     comm->defaultAlgo_[k] = algorithmsFor(static_cast<CollKind>(k)).front();
   std::weak_ptr<Communicator> weak = comm;
@@ -386,11 +374,14 @@ void Communicator::runLocked(const std::vector<CollCall>& calls) {
 
 // ---- execution ----------------------------------------------------------------------------------------
 
-size_t Communicator::chunkElems(strataDataType_t dtype) const {
+size_t Communicator::chunkBytes() const {
   // A rank may run one chunk ahead of its peer; half the connection's capacity leaves room for the
   // pieces already in flight.
-  const size_t bytes = std::max<size_t>(config_.connectionCapacity() / 2, config_.pieceBytes);
-  return std::max<size_t>(1, bytes / dtypeSize(dtype));
+  return std::max<size_t>(config_.connectionCapacity() / 2, config_.pieceBytes);
+}
+
+size_t Communicator::chunkElems(strataDataType_t dtype) const {
+  return std::max<size_t>(1, chunkBytes() / dtypeSize(dtype));
 }
 
 void Communicator::ensureConnections(const std::vector<int>& peers) {

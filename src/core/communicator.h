@@ -109,6 +109,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// nccl-tests' "size" of the call: the all-reduce buffer, reduce-scatter input, all-gather output.
   size_t callBytes(const CollCall& call) const;
   const TuningInputs& tuning() const { return tuning_; }
+  const Topology& topology() const { return topology_; }
 
  private:
   Communicator(const Config& config, std::shared_ptr<Bootstrap> bootstrap);
@@ -125,6 +126,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void checkUsable() const;
   void workerLoop();
   size_t chunkElems(strataDataType_t dtype) const;
+  size_t chunkBytes() const;
 
   Config config_;
   std::shared_ptr<Bootstrap> bootstrap_;
@@ -132,6 +134,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   int nranks_ = 1;
   std::vector<std::string> hostIds_;
   std::vector<int> hostIndex_;  // host of each rank, 0..H-1 in order of each host's lowest rank
+  Topology topology_;           // identical on every rank
   TuningInputs tuning_;         // what the selector's cost model knows about this communicator
   mutable std::mutex decisionMutex_;
   mutable std::map<std::pair<int, size_t>, Prediction> decisions_;  // (collective, bytes) -> choice

@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <algorithm>
+
 #include "bootstrap/bootstrap.h"
+#include "collectives/selector.h"
 #include "topology/host.h"
 #include "topology/topology.h"
 #include "util/config.h"
@@ -25,13 +28,14 @@ constexpr int kExitUsage = 2;
 struct Options {
   bool json = false;
   bool all = false;
+  bool choices = false;
   std::string file;
   int ranks = 0;  // 0: not given
 };
 
 void printUsage(FILE* out) {
   std::fprintf(out,
-               "usage: strata-topo [--json] [--file FILE] [--ranks N] [--all]\n"
+               "usage: strata-topo [--json] [--file FILE] [--ranks N] [--all] [--choices]\n"
                "\n"
                "Prints the topology Strata uses to choose algorithms: hosts, NUMA domains, NICs, GPUs, link\n"
                "figures, and where each rank runs.\n"
@@ -43,6 +47,7 @@ void printUsage(FILE* out) {
                "                file has no ranks section (N must be a multiple of its host count)\n"
                "  --all         under a launcher (strata-run -n 4 strata-topo --all, torchrun, mpirun, srun):\n"
                "                the job's topology, built as a communicator builds it; rank 0 prints\n"
+               "  --choices     also print the selector's algorithm and predicted time per collective and size\n"
                "  -h, --help    this text\n"
                "\n"
                "Example: strata-topo --file tests/data/topo/dgx_2x8gpu_4nic.json --ranks 16\n");
@@ -56,7 +61,7 @@ void printUsage(FILE* out) {
 Options parseOptions(int argc, char** argv) {
   static const option kLong[] = {{"json", no_argument, nullptr, 'j'},        {"file", required_argument, nullptr, 'f'},
                                  {"ranks", required_argument, nullptr, 'n'}, {"all", no_argument, nullptr, 'a'},
-                                 {"help", no_argument, nullptr, 'h'},        {nullptr, 0, nullptr, 0}};
+                                 {"choices", no_argument, nullptr, 'c'},     {"help", no_argument, nullptr, 'h'},        {nullptr, 0, nullptr, 0}};
   Options o;
   opterr = 0;  // our own messages
   int c;
@@ -67,6 +72,9 @@ Options parseOptions(int argc, char** argv) {
         break;
       case 'a':
         o.all = true;
+        break;
+      case 'c':
+        o.choices = true;
         break;
       case 'f':
         o.file = optarg;
@@ -98,6 +106,25 @@ void print(const Topology& t, bool json) {
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
 
+// The selector's choice for the training trio from 8 B to 1 GiB on this topology, with the cost model's
+// predicted time of every algorithm: what STRATA_DEBUG_SUBSYS=TUNING logs at run time.
+void printChoices(const Topology& t, const Config& config) {
+  const TuningInputs in = tuningInputs(t, std::max<size_t>(config.connectionCapacity() / 2, config.pieceBytes));
+  std::printf("\nselector (%d ranks, %d hosts; intra %.1f us %.0f GB/s, inter %.1f us %.1f GB/s x %d NIC(s)/host):\n",
+              in.nranks, t.nhosts(), in.intra.latencyUs, in.intra.bandwidthGBps, in.inter.latencyUs,
+              in.inter.bandwidthGBps, in.nicsPerHost);
+  std::printf("%-14s %12s  %-8s %12s  %s\n", "collective", "size", "choice", "predicted", "all algorithms (us)");
+  for (CollKind kind : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather}) {
+    for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 8) {
+      const std::vector<Prediction> all = predictAll(kind, bytes, in);
+      std::string rest;
+      for (const Prediction& p : all) rest += strprintf(" %s=%.4g", p.algorithm.c_str(), p.us);
+      std::printf("%-14s %12zu  %-8s %9.4g us %s\n", collName(kind), bytes, all.front().algorithm.c_str(),
+                  all.front().us, rest.c_str());
+    }
+  }
+}
+
 // The communicator-wide topology: what Communicator::create does, without the transports.
 int runAll(const Options& o, Config config) {
   if (!o.file.empty()) config.topoFile = o.file;
@@ -107,7 +134,10 @@ int runAll(const Options& o, Config config) {
   std::vector<std::string> hostIds;
   for (const auto& id : bootstrap->allGather(me.data(), me.size())) hostIds.emplace_back(id.begin(), id.end());
   const Topology t = buildTopology(config, *bootstrap, hostIds);
-  if (bootstrap->rank() == 0) print(t, o.json);
+  if (bootstrap->rank() == 0) {
+    print(t, o.json);
+    if (o.choices) printChoices(t, config);
+  }
   std::fflush(stdout);
   bootstrap->barrier();
   return 0;
@@ -137,6 +167,7 @@ int run(const Options& o) {
     }
   }
   print(t, o.json);
+  if (o.choices) printChoices(t, config);
   return 0;
 }
 
