@@ -75,7 +75,7 @@ mh_list() {
 # A process left inside would keep the namespace (and its veth, and a port) alive after the name is
 # deleted, where nothing could find it any more.
 mh_kill_inside() {
-  local ns pids=() i
+  local ns pids=() i p
   for ns in "$@"; do
     mapfile -t -O "${#pids[@]}" pids < <(ip netns pids "$ns" 2>/dev/null || true)
   done
@@ -111,7 +111,7 @@ mh_down() {
 # Removes leftovers of runs that died without cleaning up: namespaces NAME<pid>-... whose owner pid no
 # longer exists. Namespaces of live owners (runs in parallel) are left alone.
 mh_reap() {
-  local name=${1:-smh} ns pid
+  local name=${1:-smh} ns pid p
   local -A dead=()
   while read -r ns _; do
     [[ $ns =~ ^${name}([0-9]+)-(br|h[0-9]+)$ ]] || continue

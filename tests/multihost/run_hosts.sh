@@ -160,8 +160,8 @@ for ((h = 0; h < hosts; ++h)); do
   for ((l = 0; l < per_host; ++l)); do
     r=$((h * per_host + l))
     setsid ip netns exec "${MH_NS[h]}" env --default-signal=INT,QUIT \
-      RANK=$r WORLD_SIZE=$nranks LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per_host GROUP_RANK=$h \
-      ROLE_RANK=$r ROLE_WORLD_SIZE=$nranks MASTER_ADDR="${MH_ADDR[0]}" MASTER_PORT=$port \
+      RANK=$r WORLD_SIZE=$nranks LOCAL_RANK=$l LOCAL_WORLD_SIZE="$per_host" GROUP_RANK=$h \
+      ROLE_RANK=$r ROLE_WORLD_SIZE=$nranks MASTER_ADDR="${MH_ADDR[0]}" MASTER_PORT="$port" \
       TORCHELASTIC_RUN_ID="run_hosts-$$" STRATA_HOSTID="host$h" STRATA_SECRET="$secret" STRATA_NET="$net" \
       "${cmd[@]}" </dev/null >"$logdir/rank$r.log" 2>&1 &
     live[$!]=$r

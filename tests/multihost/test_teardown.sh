@@ -52,9 +52,9 @@ wait_ranks_started() {
 check_clean() {
   local what=$1 marker=$2 owner=$3 left
   left=$(ip netns list | awk '{print $1}' | grep "^$name$owner-" || true)
-  [[ -z $left ]] || fail "$what: namespaces left: $(echo $left)"
+  [[ -z $left ]] || fail "$what: namespaces left: ${left//$'\n'/ }"
   left=$(marked "$marker")
-  [[ -z $left ]] || fail "$what: processes left: $(echo $left)"
+  [[ -z $left ]] || fail "$what: processes left: ${left//$'\n'/ }"
 }
 
 # Runs run_hosts.sh with the arguments given; prints and returns its status and duration.
