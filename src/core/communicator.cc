@@ -1,5 +1,6 @@
 #include "core/communicator.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <time.h>
 
@@ -138,8 +139,62 @@ std::shared_ptr<Communicator> Communicator::create(const Config& config, std::sh
       }
     }
   });
+  if (config.tune == "probe" && comm->nranks_ > 1) comm->probeLinks();
   STRATA_INFO(kLogInit, "rank %d/%d initialised on host %s", comm->rank_, comm->nranks_, me.c_str());
   return comm;
+}
+
+// STRATA_TUNE=probe: measure the links the cost model prices instead of trusting the topology's figures
+// (a rate-limited or shared network, a NIC that reports a wrong speed). Two ranks of the first host time
+// the intra-host link and the first ranks of the first two hosts the inter-host one, each by ping-pong:
+// half the median round trip of a tiny message is the latency; a large message's extra time over it gives
+// the bandwidth. The first rank then broadcasts the figures, so every rank tunes identically.
+void Communicator::probeLinks() {
+  const Topology& t = topology_;
+  std::vector<int> host0 = t.ranksOfHost(0);
+  const int root = host0[0];
+  auto pingPong = [&](int a, int b, size_t bytes, int rounds) {
+    std::vector<char> buf(std::max<size_t>(bytes, 1));
+    std::vector<double> rtts;
+    for (int i = 0; i < rounds; ++i) {
+      CollCall send{CollKind::kSend, buf.data(), nullptr, bytes, strataUint8, strataSum, 0, 0};
+      CollCall recv{CollKind::kRecv, nullptr, buf.data(), bytes, strataUint8, strataSum, 0, 0};
+      const auto t0 = std::chrono::steady_clock::now();
+      if (rank_ == a) {
+        send.peer = recv.peer = b;
+        run({send});
+        run({recv});
+      } else {
+        send.peer = recv.peer = a;
+        run({recv});
+        run({send});
+      }
+      rtts.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(rtts.begin(), rtts.end());
+    return rtts[rtts.size() / 2];
+  };
+  // A link: {latency us, bandwidth GB/s}, measured by ranks a and b (others get it by broadcast).
+  auto measure = [&](int a, int b, size_t big, double* out) {
+    if (rank_ != a && rank_ != b) return;
+    pingPong(a, b, 8, 3);  // connect and warm up
+    const double small = pingPong(a, b, 8, 21) / 2;
+    const double large = pingPong(a, b, big, 3) / 2;
+    out[0] = small;
+    out[1] = static_cast<double>(big) / std::max(large - small, 1e-3) / 1e3;
+  };
+  double figures[4] = {tuning_.intra.latencyUs, tuning_.intra.bandwidthGBps, tuning_.inter.latencyUs,
+                       tuning_.inter.bandwidthGBps};
+  if (host0.size() > 1) measure(host0[0], host0[1], 4 << 20, figures);
+  if (t.nhosts() > 1) {
+    const int other = t.ranksOfHost(1)[0];
+    measure(root, other, 2 << 20, figures + 2);  // the root times both links, so it holds every figure
+  }
+  run({CollCall{CollKind::kBroadcast, figures, figures, 4, strataFloat64, strataSum, root, -1}});
+  tuning_.intra = LinkFigures{figures[0], figures[1]};
+  tuning_.inter = LinkFigures{figures[2], figures[3]};
+  STRATA_INFO(kLogTuning, "rank %d: probed links: intra-host %.2f us %.2f GB/s, inter-host %.2f us %.3f GB/s", rank_,
+              figures[0], figures[1], figures[2], figures[3]);
 }
 
 Communicator::~Communicator() {
@@ -420,6 +475,21 @@ std::string Communicator::explainRemote(const std::string& what, const Error& e)
   return what + ": " + e.what();
 }
 
+bool Communicator::pollStalled(Waitable& runner) {
+  std::vector<pollfd>& fds = pollFds_;
+  fds.clear();
+  for (int p : runner.stalledPeers()) {
+    Connection* c = conns_[static_cast<size_t>(p)].get();
+    if (!c || !c->addPollFds(fds)) return false;
+  }
+  // Bytes other links still have queued must keep moving too (see drive()).
+  for (auto& c : conns_)
+    if (c && !c->flushed() && !c->addPollFds(fds)) return false;
+  if (fds.empty()) return false;
+  ::poll(fds.data(), fds.size(), 1);  // 1 ms at most, so failures and deadlines are still noticed
+  return true;
+}
+
 void Communicator::drive(Waitable& runner, const OpLabel& label, const char* phase) {
   auto whatStr = [&] { return label.str() + (phase ? phase : ""); };
   const int64_t start = nowNs();
@@ -473,10 +543,13 @@ void Communicator::drive(Waitable& runner, const OpLabel& label, const char* pha
         throw TimeoutError(strprintf("%s timed out after %lld ms (STRATA_TIMEOUT_MS) waiting on: %s", whatStr().c_str(),
                                      static_cast<long long>(config_.timeoutMs), runner.describeStall().c_str()));
     }
-    // Spin briefly, then yield, then sleep: ranks often outnumber cores.
+    // Spin briefly, then block on the sockets when every link we wait on has them, else yield, then
+    // sleep: ranks often outnumber cores, and on a network wait the kernel needs the CPU to move the bytes.
     const int64_t idle = now - idleSince;
     if (idle < spinNs) {
       for (int i = 0; i < 16; ++i) cpuRelax();
+    } else if (pollStalled(runner)) {
+      continue;
     } else if (idle < spinNs + 50000000) {
       sched_yield();
     } else {

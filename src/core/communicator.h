@@ -127,6 +127,10 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void workerLoop();
   size_t chunkElems(strataDataType_t dtype) const;
   size_t chunkBytes() const;
+  void probeLinks();
+  /// Blocks briefly on the sockets of a stalled wait; false if some link it waits on has none (shm).
+  bool pollStalled(Waitable& runner);
+  std::vector<pollfd> pollFds_;
 
   Config config_;
   std::shared_ptr<Bootstrap> bootstrap_;

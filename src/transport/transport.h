@@ -2,9 +2,12 @@
 // whose sizes both sides already know from the plan. All calls are non-blocking; the executor polls.
 #pragma once
 
+#include <poll.h>
+
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace strata {
 
@@ -35,6 +38,11 @@ class Connection {
   virtual bool flushed() = 0;
   /// Cheap liveness check called while a wait is stalled; throws RemoteError naming the peer if dead.
   virtual void checkPeer() = 0;
+
+  /// Appends the descriptors a stalled wait on this connection can block on (readable: a message may be
+  /// coming; writable: queued bytes can leave) and returns true; returns false when the connection can
+  /// only be polled (shared memory), so the caller must keep spinning or yielding.
+  virtual bool addPollFds(std::vector<pollfd>& /*fds*/) { return false; }
 
   virtual int peer() const = 0;
   /// "shm" or "tcp".

@@ -120,6 +120,16 @@ class TcpConnection final : public Connection {
     }
   }
 
+  bool addPollFds(std::vector<pollfd>& fds) override {
+    for (auto& s : socks_) {
+      short events = 0;
+      if (s.err == 0 && !s.eof && s.recvMsg < recvHead_ + nslots_) events |= POLLIN;
+      if (s.sendMsg < sendHead_) events |= POLLOUT;
+      if (events) fds.push_back({s.fd.get(), events, 0});
+    }
+    return true;
+  }
+
   void* trySendReserve(size_t bytes) override {
     if (bytes > pieceBytes_) {
       throw InternalError(strprintf("rank %d: a %zu-byte message to rank %d exceeds STRATA_PIECE_BYTES=%zu", me_, bytes,
