@@ -38,8 +38,10 @@ def load(outdir):
             for r in doc.get("results", []):
                 oop = r.get("out_of_place") or {}
                 t, bw = oop.get("time_us"), oop.get("busbw_gbps")
+                pred = r.get("predicted_us")
                 if isinstance(r.get("size"), int) and isinstance(t, (int, float)) and t > 0:
-                    rows[r["size"]] = (float(t), float(bw) if isinstance(bw, (int, float)) else None)
+                    rows[r["size"]] = (float(t), float(bw) if isinstance(bw, (int, float)) else None,
+                                       float(pred) if isinstance(pred, (int, float)) else None, r.get("algorithm"))
         except (OSError, ValueError, AttributeError) as e:
             print(f"multihost_summary: skipping {path}: {e}", file=sys.stderr)
             continue
@@ -76,7 +78,7 @@ def table_hier_vs_ring(runs, size, link_bytes_per_s):
             names.append("auto")
         for name in names:
             row = algos.get(name, {}).get(size)
-            t_us, bw = row if row else (None, None)
+            t_us, bw = row[:2] if row else (None, None)
             speedup = ring[0] / t_us if ring and t_us else None
             pct = (t_us / 1e6) / bound_s * 100 if t_us and bound_s else None
             lines.append(
@@ -90,8 +92,8 @@ def table_auto_vs_best(runs):
     lines = [
         "### (b) Automatic selection vs the best forced algorithm (out-of-place time)",
         "",
-        "| hosts x ranks | size | auto (us) | best forced | best (us) | auto / best |",
-        "|---|---|---|---|---|---|",
+        "| hosts x ranks | size | auto (us) | auto chose | best forced | best (us) | auto / best |",
+        "|---|---|---|---|---|---|---|",
     ]
     for (hosts, ranks) in sorted(runs):
         algos = runs[(hosts, ranks)]
@@ -104,9 +106,34 @@ def table_auto_vs_best(runs):
             best = min(cands) if cands else None
             ratio = a[0] / best[0] if a and best else None
             lines.append(
-                f"| {hosts} x {ranks} | {size_name(size)} | {fmt(a and a[0], '.1f')} | "
+                f"| {hosts} x {ranks} | {size_name(size)} | {fmt(a and a[0], '.1f')} | {(a and a[3]) or 'n/a'} | "
                 f"{best[1] if best else 'n/a'} | {fmt(best and best[0], '.1f')} | {fmt(ratio, '.2f')} |"
             )
+    return lines
+
+
+def table_model_error(runs):
+    """The cost model's predicted time against the measured one, every row of every run."""
+    lines = [
+        "### (c) Cost model: predicted vs measured time (out-of-place)",
+        "",
+        "| hosts x ranks | rows | median abs error | median predicted / measured | rows >= 1 MiB: median abs error |",
+        "|---|---|---|---|---|",
+    ]
+    def median(v):
+        v = sorted(v)
+        return v[len(v) // 2] if v else None
+    for (hosts, ranks) in sorted(runs):
+        ratios, big = [], []
+        for algo, rows in runs[(hosts, ranks)].items():
+            for size, (t, _bw, pred, _chosen) in rows.items():
+                if pred and t > 0:
+                    ratios.append(pred / t)
+                    if size >= 1 << 20:
+                        big.append(abs(pred / t - 1))
+        errs = [abs(r - 1) for r in ratios]
+        lines.append(f"| {hosts} x {ranks} | {len(ratios)} | {fmt(median(errs) and median(errs) * 100, '.0f', '%')} | "
+                     f"{fmt(median(ratios), '.2f')} | {fmt(median(big) and median(big) * 100, '.0f', '%')} |")
     return lines
 
 
@@ -124,6 +151,8 @@ def main():
     print("\n".join(table_hier_vs_ring(runs, args.size, args.link_rate * 1e6)))
     print()
     print("\n".join(table_auto_vs_best(runs)))
+    print()
+    print("\n".join(table_model_error(runs)))
     return 0
 
 

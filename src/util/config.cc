@@ -72,8 +72,6 @@ Config Config::fromEnv() {
   if (c.pieceBytes % 64) throw InvalidArgument("STRATA_PIECE_BYTES must be a multiple of 64");
   if (auto v = env("STRATA_NSLOTS")) c.nslots = static_cast<int>(parseInt("STRATA_NSLOTS", v, 2, 1024));
   if (auto v = env("STRATA_NSOCKS")) c.nsocks = static_cast<int>(parseInt("STRATA_NSOCKS", v, 1, 64));
-  if (auto v = env("STRATA_ONESHOT_MAX_BYTES"))
-    c.oneShotMaxBytes = parseInt("STRATA_ONESHOT_MAX_BYTES", v, 0, int64_t(1) << 30);
   if (auto v = env("STRATA_SPIN_US")) c.spinUs = static_cast<int>(parseInt("STRATA_SPIN_US", v, 0, 1000000));
   return c;
 }
@@ -95,7 +93,6 @@ std::vector<Config::Entry> Config::describe() const {
       {"STRATA_PIECE_BYTES", std::to_string(pieceBytes), "bytes per transport message (FIFO slot)"},
       {"STRATA_NSLOTS", std::to_string(nslots), "FIFO slots per connection direction"},
       {"STRATA_NSOCKS", std::to_string(nsocks), "TCP sockets per peer"},
-      {"STRATA_ONESHOT_MAX_BYTES", std::to_string(oneShotMaxBytes), "largest one-shot all-reduce on one host"},
       {"STRATA_SPIN_US", std::to_string(spinUs), "spin time before a wait yields/sleeps"},
   };
 }

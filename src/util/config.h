@@ -37,8 +37,6 @@ struct Config {
   int nslots = 8;
   /// STRATA_NSOCKS: TCP sockets per peer connection. Default 2.
   int nsocks = 2;
-  /// STRATA_ONESHOT_MAX_BYTES: all-reduces up to this size on one host use the one-shot plan. Default 16384.
-  size_t oneShotMaxBytes = 16 * 1024;
   /// STRATA_SPIN_US: how long a wait spins before it yields (then, after 50 ms idle, sleeps). Ignored when
   /// ranks outnumber this host's cores: then waits yield at once. Default 5.
   int spinUs = 5;
