@@ -673,9 +673,9 @@ void UcxConnection::close() {
   bool sentAll = false;
   if (ep_) {
     try {
-      if (established_ && !ep_state_->failed) {
-        // Let what was committed go out, for a short while.
-        while (!flushed() && Clock::now() < deadline) std::this_thread::yield();
+      if (established_ && !ep_state_->failed && !peerExited()) {
+        // Let what was committed go out, for a short while (not to a peer that is gone).
+        while (!flushed() && Clock::now() < deadline && !peerExited()) std::this_thread::yield();
         sentAll = sendTail_ == sendHead_;
       }
     } catch (const std::exception& e) {
@@ -716,6 +716,7 @@ void UcxConnection::close() {
         api_.request_free(q);
         q = nullptr;
         buffersFree = false;
+        worker_->abandonRequest();
       }
     }
   }
@@ -727,6 +728,7 @@ void UcxConnection::close() {
       std::lock_guard<std::mutex> lk(mu_);
       api_.request_free(*q);
       *q = nullptr;
+      worker_->abandonRequest();
     }
   }
   if (!buffersFree) {

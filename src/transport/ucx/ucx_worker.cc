@@ -96,15 +96,21 @@ Worker::~Worker() {
     std::lock_guard<std::mutex> lk(mu_);
     // Let endpoints that are still closing finish (their peers are usually closing too), for a while.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (!closing_.empty() && std::chrono::steady_clock::now() < deadline) {
+    while (!abandoned_ && !closing_.empty() && std::chrono::steady_clock::now() < deadline) {
       if (progress() == 0) std::this_thread::yield();
     }
-    if (!closing_.empty()) {
-      STRATA_INFO(kLogNet, "%zu ucx endpoints still closing; destroying the worker under them", closing_.size());
-      for (auto& c : closing_) api_.request_free(c.first);  // UCX insists every request is released first
+    if (abandoned_ || !closing_.empty()) {
+      // UCX asserts (aborts) when a worker is destroyed under requests that never finished, which happens
+      // after a peer died in the middle of a transfer. Leave this worker and its context to the process's
+      // end; the next connection gets a fresh pair.
+      STRATA_INFO(kLogNet, "leaving the ucx worker alive: %s", abandoned_ ? "a transfer from a dead peer never finished"
+                                                                          : "endpoints still closing");
+      (void)new std::shared_ptr<Context>(std::move(context_));  // deliberately leaked with the worker
+      for (auto& c : closing_) (void)c.second.release();  // an error callback may still name them
+      closing_.clear();
+      return;
     }
-    api_.worker_destroy(worker_);  // also destroys whatever endpoints are left; no callback runs after this
-    closing_.clear();
+    api_.worker_destroy(worker_);  // no callback runs after this
   }
   // The context goes when its last worker does, still under the registry lock.
   std::shared_ptr<Context> last = std::move(context_);

@@ -60,6 +60,10 @@ class Worker {
   /// both are released when the close completes, so a connection never waits for a peer to close.
   /// Caller holds mutex().
   void retire(void* closeRequest, std::unique_ptr<EndpointState> state);
+  /// Records that a request was abandoned unfinished (a receive from a dead peer that UCX could not cancel).
+  /// UCX aborts when a worker is destroyed under unfinished requests, so such a worker is left alive at the
+  /// end (leaked) instead. Caller holds mutex().
+  void abandonRequest() { abandoned_ = true; }
 
  private:
   Worker(std::shared_ptr<Context> context, ucp_worker_h worker, std::vector<uint8_t> address);
@@ -71,6 +75,7 @@ class Worker {
   ucp_worker_h worker_;
   std::vector<uint8_t> address_;
   std::vector<std::pair<void*, std::unique_ptr<EndpointState>>> closing_;
+  bool abandoned_ = false;
 };
 
 }  // namespace strata::ucx
