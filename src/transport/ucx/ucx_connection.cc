@@ -218,7 +218,6 @@ class UcxConnection final : public Connection {
       if (!awaitRecv(slot)) return nullptr;
     }
     if (recvLen_[slot] != bytes) {
-
       throw InvalidUsage(
           strprintf("rank %d expected a %zu-byte message from rank %d but got %zu bytes: the ranks "
                     "called different collectives or counts",
