@@ -141,6 +141,8 @@ class PipeExchange : public PeerExchange {
   std::map<uint32_t, std::deque<std::vector<uint8_t>>> stash_;
 };
 
+#ifdef STRATA_HAVE_UCX
+
 // ---- helpers -------------------------------------------------------------------------------------------
 
 void runPair(const std::function<void(int)>& body) {
@@ -235,8 +237,6 @@ class ScopedEnv {
   const char* name_;
   std::optional<std::string> old_;
 };
-
-#ifdef STRATA_HAVE_UCX
 
 // Whether libucp loads here at all (a build with UCX's headers may run where the library is missing).
 bool ucxLoads(std::string* why) {
