@@ -445,10 +445,23 @@ void Communicator::ensureConnections(const std::vector<int>& peers) {
   for (int p : peers) {
     if (conns_[static_cast<size_t>(p)]) continue;
     const bool sameHost = hostIds_[static_cast<size_t>(p)] == hostIds_[static_cast<size_t>(rank_)];
-    const bool useShm = sameHost && config_.transport != "tcp";
-    STRATA_INFO(kLogNet, "rank %d: connecting to rank %d over %s", rank_, p, useShm ? "shm" : "tcp");
-    conns_[static_cast<size_t>(p)] = useShm ? connectShm(*bootstrap_, config_, p, kConnSetupTag)
-                                            : connectTcp(*bootstrap_, config_, p, kConnSetupTag);
+    // STRATA_TRANSPORT=tcp|ucx forces that transport for every peer; otherwise (auto, shm) peers on this
+    // host use shm and peers on other hosts STRATA_NET.
+    std::string kind;
+    if (config_.transport == "tcp" || config_.transport == "ucx") {
+      kind = config_.transport;
+    } else {
+      kind = sameHost ? "shm" : config_.net;
+    }
+    STRATA_INFO(kLogNet, "rank %d: connecting to rank %d over %s", rank_, p, kind.c_str());
+    auto& conn = conns_[static_cast<size_t>(p)];
+    if (kind == "shm") {
+      conn = connectShm(*bootstrap_, config_, p, kConnSetupTag);
+    } else if (kind == "ucx") {
+      conn = connectUcx(*bootstrap_, config_, p, kConnSetupTag);
+    } else {
+      conn = connectTcp(*bootstrap_, config_, p, kConnSetupTag);
+    }
   }
 }
 

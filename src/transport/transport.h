@@ -45,7 +45,7 @@ class Connection {
   virtual bool addPollFds(std::vector<pollfd>& /*fds*/) { return false; }
 
   virtual int peer() const = 0;
-  /// "shm" or "tcp".
+  /// "shm", "tcp" or "ucx".
   virtual const char* kind() const = 0;
 };
 
@@ -54,5 +54,8 @@ class Connection {
 /// different connections between the same pair.
 std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& config, int peer, uint32_t tag);
 std::unique_ptr<Connection> connectTcp(PeerExchange& exchange, const Config& config, int peer, uint32_t tag);
+/// UCP tagged messages (src/transport/ucx/). Throws InvalidUsage when Strata was built without UCX or the
+/// UCX library cannot be loaded.
+std::unique_ptr<Connection> connectUcx(PeerExchange& exchange, const Config& config, int peer, uint32_t tag);
 
 }  // namespace strata

@@ -99,7 +99,7 @@ void printUsage(FILE* out) {
                "Strata options:\n"
                "      --algo NAME          force an algorithm (sets STRATA_ALGO=<collective>:NAME; a value with ':'\n"
                "                           is used as the whole STRATA_ALGO)\n"
-               "      --transport T        shm, tcp or auto (sets STRATA_TRANSPORT)\n"
+               "      --transport T        shm, tcp, ucx or auto (sets STRATA_TRANSPORT)\n"
                "      --json FILE          also write the rows and a description of the run as JSON (rank 0)\n"
                "      --csv FILE           also write them as CSV (rank 0)\n"
                "      --progress           one line per finished size on stderr\n"
@@ -319,8 +319,8 @@ Options parseOptions(int argc, char** argv) {
         opt.algo = arg;
         break;
       case kTransport:
-        if (arg != "shm" && arg != "tcp" && arg != "auto")
-          usageError("--transport: expected shm, tcp or auto, got '" + arg + "'");
+        if (arg != "shm" && arg != "tcp" && arg != "ucx" && arg != "auto")
+          usageError("--transport: expected shm, tcp, ucx or auto, got '" + arg + "'");
         opt.transport = arg;
         break;
       case kJson:
