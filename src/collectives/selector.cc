@@ -87,11 +87,12 @@ struct Model {
     const int n = lay.n;
     double t = in.intra.latencyUs + (n - 1) * chunks(bytes) * in.messageUs + (n - 1) * bytes / bw(in.intra);
     if (lay.hosts > 1) {
-      // Each host sends local x remote x bytes through its NICs; every pair crossing is a flow.
+      // Each host sends local x remote x bytes through its NICs; every pair crossing is a flow. Each of
+      // a rank's remote messages costs the network stack a full message latency on this rank's CPU.
       const double local = lay.maxLocal;
       const double hostBytes = local * (n - local) * bytes;
       const double hostBw = bw(in.inter) * std::max(1, in.nicsPerHost);
-      t = std::max(t, in.inter.latencyUs + hostBytes / hostBw);
+      t = std::max(t, (n - local) * in.inter.latencyUs + hostBytes / hostBw);
     }
     return t + reduceUs(reduceBytes);
   }
