@@ -7,7 +7,8 @@
 //
 // The loops are plain C++ the compiler vectorizes (check with -fopt-info-vec). f16, bf16 and fp8 are widened
 // to f32 in blocks of kBlock elements into stack arrays, combined there, and rounded back, so the conversion
-// loops are branch-free and vectorize too. Exact aliasing (dst == a and/or dst == b) is dispatched to loops
+// loops are branch-free and vectorize too. In the vector tiers, f16 and fp8 reductions instead run fused kernels
+// written with intrinsics, which keep each 64-byte line in registers (see "fused kernels" below). Exact aliasing (dst == a and/or dst == b) is dispatched to loops
 // whose __restrict qualifiers stay true.
 #pragma once
 
@@ -388,7 +389,9 @@ void runReduce(void* dstv, const void* av, const void* bv, size_t n) {
 // The Widened loops above go through stack blocks: decode a, decode b, combine, encode, and for large buffers copy
 // the block out with non-temporal stores. For f16 and fp8 those passes over L1 cost more than the memory traffic.
 // A fused kernel loads one line's worth of each input, widens, combines and narrows in registers and stores the
-// line, so large buffers run at memory speed. The results are bit for bit those of the Widened loops.
+// line, so large buffers run at memory speed. The results are bit for bit those of the Widened loops, except that
+// an f16 NaN keeps its payload (F16C's quiet NaN) in every element, where the Widened loops' scalar tail wrote
+// 0x7e00.
 //
 // A fused kernel is an object (its constructor loads the constants it needs into registers) with Storage, kStep
 // (elements per 64-byte line) and step<kStream>(d, a, b), which reads kStep elements of a and b before it writes
@@ -526,15 +529,17 @@ struct HalfFused {
   }
 };
 
-#endif  // STRATA_KERNEL_ISA >= 1
+// fp8 magnitudes (code & 0x7f) above this are NaN: all ones for e4m3, exponent all ones and mantissa non-zero
+// for e5m2.
+template <class F>
+constexpr int kFp8NanAbove = F::kIsFiniteOnly ? int(F::kNanCode) - 1 : int(F::kExpMask);
 
-#if STRATA_KERNEL_ISA >= 1
-// The scale of the decoded a operand; see Fp8Arith.
+// The scale (power of two) of the decoded a operand of fp8 sum and prod; see Fp8Arith.
 template <class F>
 struct Fp8Scale {
   static constexpr int kForA = F::kExpBits == 4 ? -8 : 0;
 };
-#endif
+#endif  // STRATA_KERNEL_ISA >= 1
 
 #if STRATA_KERNEL_ISA >= 2
 // ---- fp8 in AVX-512 ---------------------------------------------------------------------------------------------
@@ -545,8 +550,7 @@ template <class F, bool kMax>
 struct Fp8MaxMin {
   using Storage = uint8_t;
   static constexpr size_t kStep = 64;
-  // Magnitudes above this are NaN: all ones for e4m3 (0x7f), exponent all ones and mantissa non-zero for e5m2.
-  static constexpr int kNanAbove = F::kIsFiniteOnly ? int(F::kNanCode) - 1 : int(F::kExpMask);
+  static constexpr int kNanAbove = kFp8NanAbove<F>;
   template <bool kStream>
   void step(uint8_t* d, const uint8_t* a, const uint8_t* b) const {
     const __m512i x = _mm512_loadu_si512(a);
@@ -637,7 +641,7 @@ inline __m512i fp8InHighBytes<E4m3>(__m512i h) {
 // bits of each byte, i.e. the magnitude. Every fp8 value (times 2^kScale) is exact in bf16, so two lookups give
 // the high and low byte of the bf16, the sign bit is copied into the high byte, and unpacking with zeros below
 // makes the f32. The unpacks work within 128-bit lanes, so the elements come out interleaved: q[j] holds the
-// elements 16l + 4j + p (l: lane, p < 4) in its dwords 4l + p. fp8Pack undoes this.
+// elements 16l + 4j + p (l: lane, p < 4) in its dwords 4l + p. Fp8Packer undoes this.
 template <class F, int kScale>
 struct Fp8Table {
   // f32 bits of the magnitude code c (0..127) times 2^kScale, straight from the format definition.
@@ -645,7 +649,8 @@ struct Fp8Table {
     constexpr uint32_t kMant = (1u << F::kMantBits) - 1;
     const uint32_t exp = c >> F::kMantBits;
     const uint32_t mant = c & kMant;
-    if (c == (F::kNanCode & 0x7f) || (!F::kIsFiniteOnly && c > (F::kExpMask | 0u))) return 0x7fc00000u;
+    const bool isNan = F::kIsFiniteOnly ? c == (F::kExpMask | kMant) : c > F::kExpMask;
+    if (isNan) return 0x7fc00000u;
     if (!F::kIsFiniteOnly && c == F::kExpMask) return 0x7f800000u;  // infinity
     if (c == 0) return 0;
     if (exp == 0) {  // subnormal: mant * 2^(1 - bias - M), normalized
@@ -787,7 +792,7 @@ template <class F, bool kMax>
 struct Fp8MaxMin {
   using Storage = uint8_t;
   static constexpr size_t kStep = 64;
-  static constexpr int kNanAbove = F::kIsFiniteOnly ? int(F::kNanCode) - 1 : int(F::kExpMask);
+  static constexpr int kNanAbove = kFp8NanAbove<F>;
   static __m256i select(__m256i x, __m256i y) {
     const __m256i magMask = _mm256_set1_epi8(0x7f);
     const __m256i nanAbove = _mm256_set1_epi8(static_cast<char>(kNanAbove));
