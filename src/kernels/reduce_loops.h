@@ -7,9 +7,9 @@
 //
 // The loops are plain C++ the compiler vectorizes (check with -fopt-info-vec). f16, bf16 and fp8 are widened
 // to f32 in blocks of kBlock elements into stack arrays, combined there, and rounded back, so the conversion
-// loops are branch-free and vectorize too. In the vector tiers, f16 and fp8 reductions instead run fused kernels
-// written with intrinsics, which keep each 64-byte line in registers (see "fused kernels" below). Exact aliasing (dst == a and/or dst == b) is dispatched to loops
-// whose __restrict qualifiers stay true.
+// loops are branch-free and vectorize too. Exact aliasing (dst == a and/or dst == b) is dispatched to loops whose
+// __restrict qualifiers stay true. In the vector tiers, f16 and fp8 reductions run fused kernels written with
+// intrinsics instead, which keep each 64-byte line in registers (see "fused kernels" below).
 #pragma once
 
 #if defined(__x86_64__) || defined(__i386__)
