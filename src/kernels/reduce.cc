@@ -30,7 +30,7 @@ KernelIsa detectKernelIsa() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma") &&
       __builtin_cpu_supports("bmi2")) {
-    return KernelIsa::kAvx512;
+    return __builtin_cpu_supports("avx512vbmi") ? KernelIsa::kAvx512Vbmi : KernelIsa::kAvx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma") &&
       __builtin_cpu_supports("bmi2")) {
@@ -86,6 +86,8 @@ bool kernelIsaSupported(KernelIsa isa) {
       return bestKernelIsa() >= KernelIsa::kAvx2;
     case KernelIsa::kAvx512:
       return bestKernelIsa() >= KernelIsa::kAvx512;
+    case KernelIsa::kAvx512Vbmi:
+      return bestKernelIsa() >= KernelIsa::kAvx512Vbmi;
   }
   return false;
 }
@@ -98,6 +100,8 @@ const char* kernelIsaName(KernelIsa isa) {
       return "avx2";
     case KernelIsa::kAvx512:
       return "avx512";
+    case KernelIsa::kAvx512Vbmi:
+      return "avx512vbmi";
   }
   return "invalid";
 }
@@ -121,6 +125,8 @@ void reduce2WithIsa(void* dst, const void* a, const void* b, size_t count, strat
   if (count == 0) return;
   switch (isa) {
 #if defined(STRATA_KERNEL_X86_TIERS)
+    case KernelIsa::kAvx512Vbmi:
+      return kernel_tiers::reduceAvx512Vbmi(dst, a, b, count, dt, op);
     case KernelIsa::kAvx512:
       return kernel_tiers::reduceAvx512(dst, a, b, count, dt, op);
     case KernelIsa::kAvx2:
@@ -141,6 +147,8 @@ void scaleByWithIsa(void* dst, const void* src, size_t count, strataDataType_t d
   if (count == 0) return;
   switch (isa) {
 #if defined(STRATA_KERNEL_X86_TIERS)
+    case KernelIsa::kAvx512Vbmi:
+      return kernel_tiers::scaleAvx512Vbmi(dst, src, count, dt, scalar);
     case KernelIsa::kAvx512:
       return kernel_tiers::scaleAvx512(dst, src, count, dt, scalar);
     case KernelIsa::kAvx2:

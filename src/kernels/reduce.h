@@ -16,7 +16,9 @@ enum class ReduceKind : uint8_t { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
 
 /// Instruction-set tiers the loops are compiled for. reduce2 and scaleBy use the best one the CPU supports;
 /// the *WithIsa variants force one so tests can check every tier against the portable reference.
-enum class KernelIsa : uint8_t { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+/// kAvx512 is x86-64-v4 (AVX-512 F/BW/DQ/VL, e.g. Skylake-SP); kAvx512Vbmi adds AVX512-VBMI byte permutes
+/// (Ice Lake, Zen 4 and later), which the fp8 kernels use for table lookups. Each tier implies the ones below.
+enum class KernelIsa : uint8_t { kPortable = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vbmi = 3 };
 KernelIsa bestKernelIsa();
 bool kernelIsaSupported(KernelIsa isa);
 const char* kernelIsaName(KernelIsa isa);

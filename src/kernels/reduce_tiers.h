@@ -17,6 +17,8 @@ void reduceAvx2(void* dst, const void* a, const void* b, size_t count, strataDat
 void scaleAvx2(void* dst, const void* src, size_t count, strataDataType_t dt, double scalar);
 void reduceAvx512(void* dst, const void* a, const void* b, size_t count, strataDataType_t dt, ReduceKind op);
 void scaleAvx512(void* dst, const void* src, size_t count, strataDataType_t dt, double scalar);
+void reduceAvx512Vbmi(void* dst, const void* a, const void* b, size_t count, strataDataType_t dt, ReduceKind op);
+void scaleAvx512Vbmi(void* dst, const void* src, size_t count, strataDataType_t dt, double scalar);
 #endif
 
 }  // namespace strata::kernel_tiers

@@ -21,7 +21,8 @@ constexpr strataDataType_t kAllDtypes[] = {strataInt8,    strataUint8,    strata
                                            strataInt64,   strataUint64,   strataFloat16,    strataFloat32,
                                            strataFloat64, strataBfloat16, strataFloat8e4m3, strataFloat8e5m2};
 constexpr ReduceKind kAllOps[] = {ReduceKind::kSum, ReduceKind::kProd, ReduceKind::kMax, ReduceKind::kMin};
-constexpr KernelIsa kAllIsas[] = {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512};
+constexpr KernelIsa kAllIsas[] = {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512,
+                                  KernelIsa::kAvx512Vbmi};
 constexpr size_t kCounts[] = {0, 1, 3, 17, 64, 1000, 4099};
 // Bytes after each buffer that no kernel may touch.
 constexpr size_t kGuard = 64;
@@ -699,6 +700,118 @@ TEST(Reduce2, EveryNarrowCodeSurvivesMultiplyByOne) {
           ASSERT_EQ(std::memcmp(out.data() + i * size, codes.data() + i * size, size), 0)
               << kernelIsaName(isa) << " " << dtypeName(c.dt) << " code " << i;
         }
+      }
+    }
+  }
+}
+
+// ---- exhaustive and sweep tests of the narrow float reductions -------------------------------------------------
+
+// The reference result of every element of a reduction, computed once and compared against every tier.
+std::vector<uint8_t> referenceOf(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, size_t count,
+                                 strataDataType_t dt, ReduceKind op) {
+  std::vector<uint8_t> want(count * dtypeSize(dt));
+  referenceReduce(want.data(), a.data(), b.data(), count, dt, op);
+  return want;
+}
+
+// The code a NaN result must have: the format's one NaN encoding, with either sign (which NaN comes out of NaN
+// against NaN follows the hardware, so only its canonical form is checked here; tiers are compared below).
+bool isCanonicalNaN(const uint8_t* p, strataDataType_t dt) {
+  switch (dt) {
+    case strataFloat8e4m3:
+      return (p[0] & 0x7f) == 0x7f;
+    case strataFloat8e5m2:
+      return (p[0] & 0x7f) == 0x7e;
+    default:
+      return std::isnan(loadAsDouble(p, 0, dt));
+  }
+}
+
+// Every element exactly as the scalar reference, NaN results as a NaN of the format's canonical form.
+void expectMatchesReference(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                            const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, size_t count,
+                            strataDataType_t dt, ReduceKind op, KernelIsa isa) {
+  const size_t size = dtypeSize(dt);
+  for (size_t i = 0; i < count; ++i) {
+    const uint8_t* g = got.data() + i * size;
+    const bool wantNaN = std::isnan(loadAsDouble(want.data(), i, dt));
+    const bool ok = wantNaN ? isCanonicalNaN(g, dt) : std::memcmp(g, want.data() + i * size, size) == 0;
+    ASSERT_TRUE(ok) << kernelIsaName(isa) << " " << dtypeName(dt) << " " << opName(op) << " at " << i
+                    << ": a=" << describe(a.data(), i, dt) << " b=" << describe(b.data(), i, dt) << " got "
+                    << describe(got.data(), i, dt) << " want " << describe(want.data(), i, dt);
+  }
+}
+
+// All 256 x 256 input pairs of both fp8 formats, every op, every tier: exactly the scalar reference (round to
+// nearest even, subnormals, e4m3's saturation at 448, e5m2's overflow to infinity, NaN in and NaN out), and
+// every tier bit for bit the portable one (NaN signs included).
+TEST(Reduce2Exhaustive, Fp8EveryPairOfCodes) {
+  constexpr size_t kPairs = 256 * 256;
+  std::vector<uint8_t> a(kPairs), b(kPairs);
+  for (size_t i = 0; i < kPairs; ++i) {
+    a[i] = static_cast<uint8_t>(i & 0xff);
+    b[i] = static_cast<uint8_t>(i >> 8);
+  }
+  for (strataDataType_t dt : {strataFloat8e4m3, strataFloat8e5m2}) {
+    for (ReduceKind op : kAllOps) {
+      const std::vector<uint8_t> want = referenceOf(a, b, kPairs, dt, op);
+      std::vector<uint8_t> portable(kPairs);
+      reduce2WithIsa(portable.data(), a.data(), b.data(), kPairs, dt, op, KernelIsa::kPortable);
+      for (KernelIsa isa : supportedIsas()) {
+        std::vector<uint8_t> got(kPairs);
+        reduce2WithIsa(got.data(), a.data(), b.data(), kPairs, dt, op, isa);
+        expectMatchesReference(got, want, a, b, kPairs, dt, op, isa);
+        ASSERT_EQ(firstMismatch(got.data(), portable.data(), kPairs, strataUint8), kPairs)
+            << kernelIsaName(isa) << " " << dtypeName(dt) << " " << opName(op) << " differs from portable";
+      }
+    }
+  }
+}
+
+// f16: every code against special values (zeros, subnormals, the normal range's ends, infinities, quiet and
+// signalling NaNs, values whose sums land on ties), plus random pairs: exactly the scalar reference, NaN for NaN.
+// The vector tiers use F16C and must agree bit for bit (NaN payloads included); the portable tier encodes NaN as
+// 0x7e00 with its sign, so it is compared with NaN-any.
+TEST(Reduce2Exhaustive, Float16SpecialsAndRandomPairs) {
+  const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400, 0x8400, 0x3c00, 0xbc00,
+                               0x3c01, 0xbc01, 0x1400, 0x9400, 0x1000, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00,
+                               0xfe00, 0x7c01, 0xfd55, 0x7fff, 0x3555, 0x0200, 0x4000, 0x5bff};
+  std::vector<uint16_t> a16, b16;
+  for (uint16_t s : specials) {
+    for (uint32_t c = 0; c < 65536; ++c) {
+      a16.push_back(static_cast<uint16_t>(c));
+      b16.push_back(s);
+    }
+  }
+  std::mt19937_64 rng(2024);
+  for (int i = 0; i < (1 << 20); ++i) {
+    a16.push_back(static_cast<uint16_t>(rng()));
+    b16.push_back(static_cast<uint16_t>(rng()));
+  }
+  // Close magnitudes, where sums and products round most often.
+  for (int i = 0; i < (1 << 20); ++i) {
+    const uint16_t x = static_cast<uint16_t>(rng());
+    a16.push_back(x);
+    b16.push_back(static_cast<uint16_t>((x & 0xfc00) ^ (rng() & 0x83ff)));
+  }
+  const size_t count = a16.size();
+  std::vector<uint8_t> a(count * 2), b(count * 2);
+  std::memcpy(a.data(), a16.data(), a.size());
+  std::memcpy(b.data(), b16.data(), b.size());
+  for (ReduceKind op : kAllOps) {
+    const std::vector<uint8_t> want = referenceOf(a, b, count, strataFloat16, op);
+    std::vector<uint8_t> firstVector;
+    for (KernelIsa isa : supportedIsas()) {
+      std::vector<uint8_t> got(count * 2);
+      reduce2WithIsa(got.data(), a.data(), b.data(), count, strataFloat16, op, isa);
+      expectMatchesReference(got, want, a, b, count, strataFloat16, op, isa);
+      if (isa == KernelIsa::kPortable) continue;
+      if (firstVector.empty()) {
+        firstVector = got;
+      } else {
+        ASSERT_EQ(std::memcmp(got.data(), firstVector.data(), got.size()), 0)
+            << kernelIsaName(isa) << " float16 " << opName(op) << " differs from the other vector tiers";
       }
     }
   }
