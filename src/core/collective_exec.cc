@@ -149,9 +149,6 @@ void Communicator::executeCollective(const CollCall& call) {
   validate(call);
   const uint64_t seq = ++seq_;
   const size_t esize = dtypeSize(call.dtype);
-  const std::string algo = chooseAlgorithm(call).algorithm;
-  OpLabel what{rank_, collName(call.kind), seq, call.count, call.dtype, algo.c_str(), 0};
-  STRATA_TRACE(kLogColl, "%s", what.str().c_str());
 
   // Map the user op onto a kernel plus pre-scaling / post-division (NCCL's Avg and PreMulSum).
   EffectiveOp eff;
@@ -194,16 +191,21 @@ void Communicator::executeCollective(const CollCall& call) {
     args.inPlace = isInPlace(call, rank_, esize);
   }
 
-  PlanKey key{static_cast<int>(call.kind), call.root, call.peer, args.inPlace ? 1 : 0, call.count, args.chunkElems, algo};
+  // The algorithm is a function of the key (the settings are fixed per communicator), so the selector
+  // runs only when a plan is built.
+  PlanKey key{static_cast<int>(call.kind), call.root, call.peer, args.inPlace ? 1 : 0, call.count, args.chunkElems,
+              static_cast<int>(esize)};
   auto it = planCache_.find(key);
   if (it == planCache_.end()) {
     if (planCache_.size() > 256) planCache_.clear();
     auto cached = std::make_unique<CachedPlan>();
     args.hostOf = hostIndex_;
-    cached->plan = makePlan(args, algo);
+    cached->plan = makePlan(args, chooseAlgorithm(call).algorithm);
     cached->peers = planPeers(cached->plan);
     it = planCache_.emplace(std::move(key), std::move(cached)).first;
   }
+  OpLabel what{rank_, collName(call.kind), seq, call.count, call.dtype, it->second->plan.algorithm.c_str(), 0};
+  STRATA_TRACE(kLogColl, "%s", what.str().c_str());
   executePlan(it->second->plan, it->second->peers, std::move(buffers), call.dtype, eff.kind, what);
 
   if (eff.postDiv != 1) {

@@ -146,7 +146,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   struct PlanKey {
     int kind, root, peer, inPlace;
     size_t count, chunkElems;
-    std::string algorithm;
+    int elemSize;
     auto operator<=>(const PlanKey&) const = default;
   };
   struct CachedPlan {

@@ -311,7 +311,10 @@ TEST_P(TransportTest, StreamsBothWaysInOrder) {
       if (received < n) {
         const size_t size = messageSize(received, cfg.pieceBytes);
         if (auto* p = static_cast<const uint8_t*>(conn->tryRecvPeek(size))) {
-          EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << "payloads are 64-byte aligned";
+          // Payloads are 64-byte aligned, except shm's small messages, which ride in the slot header's
+          // cache line (16-byte aligned, after the size and ready words).
+          const size_t align = GetParam().kind == "shm" && size <= 48 ? 16 : 64;
+          EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << "payload alignment, " << size << " bytes";
           size_t bad = size;
           for (size_t i = 0; i < size && bad == size; ++i) {
             if (p[i] != patternByte(peer, received, i)) bad = i;

@@ -236,7 +236,8 @@ class ShmConnection final : public Connection {
       }
     }
     reserved_ = true;
-    return slotHeader(txSlots_, stride_, txSlot_) + 1;
+    ShmSlotHeader* h = slotHeader(txSlots_, stride_, txSlot_);
+    return bytes <= kInlineBytes ? static_cast<void*>(h->inlineData) : static_cast<void*>(h + 1);
   }
 
   void sendCommit(size_t bytes) override {
@@ -246,44 +247,41 @@ class ShmConnection final : public Connection {
     }
     ShmSlotHeader* h = slotHeader(txSlots_, stride_, txSlot_);
     h->size = bytes;
-    h->seq = txHead_;
+    h->ready.store(txHead_ + 1, std::memory_order_release);
     reserved_ = false;
     tx_->head.store(++txHead_, std::memory_order_release);
     if (++txSlot_ == nslots_) txSlot_ = 0;
   }
 
   const void* tryRecvPeek(size_t bytes) override {
-    if (rxTail_ == rxHeadCache_) {
-      rxHeadCache_ = rx_->head.load(std::memory_order_acquire);
-      if (rxTail_ == rxHeadCache_) {
-        if (!rx_->senderClosed.load(std::memory_order_acquire)) return nullptr;
-        // Closed: everything it committed before closing is visible now.
-        rxHeadCache_ = rx_->head.load(std::memory_order_acquire);
-        if (rxTail_ == rxHeadCache_) throwClosed();
-      }
-    }
     const ShmSlotHeader* h = slotHeader(rxSlots_, stride_, rxSlot_);
-    const uint64_t size = h->size;
-    if (h->seq != rxTail_ || size > pieceBytes_) {
-      throw RemoteError(
-          strprintf("rank %d: corrupted shm FIFO from rank %d (message %llu has sequence %llu, "
-                    "size %llu)",
-                    me_, peer_, static_cast<unsigned long long>(rxTail_), static_cast<unsigned long long>(h->seq),
-                    static_cast<unsigned long long>(size)));
+    uint64_t ready = h->ready.load(std::memory_order_acquire);
+    if (ready != rxTail_ + 1) {
+      // A slot still holding the message of the previous lap (or nothing yet) is not ready; anything else
+      // is corruption.
+      if (ready + nslots_ != rxTail_ + 1 && ready != 0) corrupted(ready, h->size);
+      if (!rx_->senderClosed.load(std::memory_order_acquire)) return nullptr;
+      // Closed: everything it committed before closing is visible now.
+      ready = h->ready.load(std::memory_order_acquire);
+      if (ready != rxTail_ + 1) throwClosed();
     }
+    const uint64_t size = h->size;
+    if (size > pieceBytes_) corrupted(ready, size);
     if (size != bytes) {
       throw InvalidUsage(
           strprintf("rank %d expected a %zu-byte message from rank %d but got %llu bytes: the ranks "
                     "called different collectives or counts",
                     me_, bytes, peer_, static_cast<unsigned long long>(size)));
     }
-    return h + 1;
+    rxPeeked_ = true;
+    return bytes <= kInlineBytes ? static_cast<const void*>(h->inlineData) : static_cast<const void*>(h + 1);
   }
 
   void recvRelease() override {
-    if (rxTail_ == rxHeadCache_) {
+    if (!rxPeeked_) {
       throw InternalError(strprintf("rank %d: recvRelease from rank %d without a message", me_, peer_));
     }
+    rxPeeked_ = false;
     rx_->tail.store(++rxTail_, std::memory_order_release);
     if (++rxSlot_ == nslots_) rxSlot_ = 0;
   }
@@ -310,6 +308,12 @@ class ShmConnection final : public Connection {
   const char* kind() const override { return "shm"; }
 
  private:
+  [[noreturn]] void corrupted(uint64_t ready, uint64_t size) const {
+    throw RemoteError(strprintf("rank %d: corrupted shm FIFO from rank %d (message %llu: ready word %llu, size %llu)",
+                                me_, peer_, static_cast<unsigned long long>(rxTail_),
+                                static_cast<unsigned long long>(ready), static_cast<unsigned long long>(size)));
+  }
+
   bool peerExited() const {
     if (pidfd_ >= 0) {
       struct pollfd p = {pidfd_, POLLIN, 0};
@@ -340,7 +344,8 @@ class ShmConnection final : public Connection {
   uint64_t txHead_ = 0, txTailCache_ = 0, txSlot_ = 0;
   bool reserved_ = false;
   // Receiver side.
-  uint64_t rxTail_ = 0, rxHeadCache_ = 0, rxSlot_ = 0;
+  uint64_t rxTail_ = 0, rxSlot_ = 0;
+  bool rxPeeked_ = false;  // tryRecvPeek returned the message at rxTail_ and it is not released yet
 };
 
 }  // namespace

@@ -4,8 +4,12 @@
 //   [ShmFifoHeader][slot 0: ShmSlotHeader | payload][slot 1: ...]...
 //
 // The sender writes a message straight into the next free slot (so a fused reduce writes into the peer's
-// memory, one copy), fills the slot header, then publishes it by bumping `head` (release). The receiver
-// reads `head` (acquire), reads the payload in place and frees the slot by bumping `tail` (release).
+// memory, one copy), fills the slot header and publishes the message by storing its sequence number + 1
+// into the header's `ready` word (release); it also bumps `head`, which only the slow paths read. The
+// receiver polls the next slot's `ready` (acquire), reads the payload in place and frees the slot by
+// bumping `tail` (release). Messages of up to kInlineBytes travel inside the header's own cache line, so a
+// small message costs the receiver one cache-line transfer, with its flag (as NCCL's LL protocol does),
+// instead of a counter line plus a header line plus a payload line.
 // `head` and `tail` live on their own cache-line pairs so the two sides never falsely share a line.
 #pragma once
 
@@ -18,7 +22,7 @@
 namespace strata::shm {
 
 inline constexpr uint64_t kFifoMagic = 0x5354524153484d31ull;  // "STRASHM1"
-inline constexpr uint32_t kFifoVersion = 1;
+inline constexpr uint32_t kFifoVersion = 2;
 // Two cache lines: adjacent-line prefetchers pull lines in pairs.
 inline constexpr size_t kLinePair = 128;
 inline constexpr size_t kSlotHeaderBytes = 64;
@@ -50,10 +54,12 @@ struct alignas(kLinePair) ShmFifoHeader {
 };
 
 struct alignas(kSlotHeaderBytes) ShmSlotHeader {
-  uint64_t size;  // bytes in this message
-  uint64_t seq;   // message index, a cheap corruption check
+  uint64_t size;                 // bytes in this message
+  std::atomic<uint64_t> ready;   // message index + 1 once the message is complete (written last)
+  unsigned char inlineData[48];  // the payload of messages of at most kInlineBytes
 };
 static_assert(sizeof(ShmSlotHeader) == kSlotHeaderBytes);
+inline constexpr size_t kInlineBytes = sizeof(ShmSlotHeader::inlineData);
 
 inline size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 inline size_t fifoSlotStride(size_t pieceBytes) { return kSlotHeaderBytes + roundUp(pieceBytes, 64); }
