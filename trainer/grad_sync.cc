@@ -86,7 +86,6 @@ class OverlapGradSync : public GradSync {
   void layout(const std::vector<std::string>& names, const std::vector<size_t>& numels) override {
     for (size_t i = 0; i < names.size(); ++i) sched_->addParameter(names[i], numels[i]);
     sched_->beginStep();  // lays out the buffer
-    n_ = int(numels.size());
   }
   size_t offset(int p) const override { return size_t(sched_->grad(p) - sched_->gradBuffer()); }
   size_t totalElems() const override { return sched_->gradElems(); }
@@ -119,7 +118,6 @@ class OverlapGradSync : public GradSync {
   bool zero_;
   std::unique_ptr<strata::OverlapScheduler> sched_;
   bool first_ = true;
-  int n_ = 0;
 };
 #endif
 }  // namespace
