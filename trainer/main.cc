@@ -186,9 +186,14 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
   try {
+    Options o = parse(argc, argv);
+    if (o.dp < 1 || o.tp < 1 || o.steps < 0 || o.batch < 1 || o.zero < 0 || o.zero > 1)
+      throw std::runtime_error("--dp, --tp, --batch must be >= 1, --steps >= 0, --zero 0 or 1");
     return run(o);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "strata-train: bad number in the options (%s)\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strata-train: %s\n", e.what());
     return 1;
