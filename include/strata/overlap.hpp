@@ -68,6 +68,11 @@ class OverlapScheduler {
   /// the flat buffer), and allGatherParams() to share updated parameters laid out like the gradients.
   size_t shardOffset(int b) const;
   size_t shardElems(int b) const;
+  /// The bucket parameter p belongs to (additions to the fixed interface).
+  int paramBucket(int p) const;
+  /// The buckets launched so far in the current (or last) step, in launch order: always 0, 1, 2, ... on every
+  /// rank, whatever order gradReady() was called in.
+  const std::vector<int>& launchOrder() const;
 
   void beginStep();
   /// Gradient p is final. Launches its bucket when the bucket is complete (and every earlier bucket has
