@@ -51,6 +51,21 @@ std::string jsonEscape(const std::string& s) {
   return out;
 }
 
+/// float32 -> bfloat16, round to nearest even, NaN kept quiet: the same result as floatToBf16 in
+/// kernels/reduce.h, written branch-free so the conversion loops vectorize.
+inline uint16_t toBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);
+}
+inline float fromBf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
 }  // namespace
 
 struct OverlapScheduler::Impl {
@@ -203,31 +218,32 @@ struct OverlapScheduler::Impl {
     Bucket& b = buckets[bi];
     float* g = flat.data() + b.offset;
     const size_t n = b.elems;
+    const size_t shard = shardElems(bi), mine = static_cast<size_t>(rank) * shard;
     b.launchT = Clock::now();
+    try {
+      if (!compressed()) {
+        b.work = rsMode() ? comm.reduceScatterAsync(g, g + mine, shard, strataFloat32, strataSum)
+                          : comm.allReduceAsync(g, g, n, strataFloat32, strataSum);
+      } else {
+        // f16 is pre-scaled by 1/n (its range is small: the sum of n gradients could overflow); bf16 has
+        // float32's range and is divided after the sum.
+        uint16_t* s = staging.data() + b.offset;
+        if (opt.wireType == strataFloat16) {
+          const float inv = 1.0f / static_cast<float>(nranks);
+          for (size_t i = 0; i < n; ++i) s[i] = floatToHalf(g[i] * inv);
+        } else {
+          for (size_t i = 0; i < n; ++i) s[i] = toBf16(g[i]);
+        }
+        b.work = rsMode() ? comm.reduceScatterAsync(s, s + mine, shard, opt.wireType, strataSum)
+                          : comm.allReduceAsync(s, s, n, opt.wireType, strataSum);
+      }
+    } catch (const Exception& e) {
+      // This rank's collectives no longer match its peers': the scheduler cannot go on.
+      failed = true;
+      throw Exception(e.code(), "overlap: launching " + bucketName(bi) + " failed: " + e.what());
+    }
     b.launched = true;
     launchOrder.push_back(bi);
-    if (!compressed()) {
-      if (rsMode())
-        b.work = comm.reduceScatterAsync(g, g + static_cast<size_t>(rank) * shardElems(bi), shardElems(bi),
-                                         strataFloat32, strataSum);
-      else
-        b.work = comm.allReduceAsync(g, g, n, strataFloat32, strataSum);
-      return;
-    }
-    // Compressed: f16 is pre-scaled by 1/n (its range is small: the sum of n gradients could overflow);
-    // bf16 has float32's range and is divided after the sum.
-    uint16_t* s = staging.data() + b.offset;
-    if (opt.wireType == strataFloat16) {
-      const float inv = 1.0f / static_cast<float>(nranks);
-      for (size_t i = 0; i < n; ++i) s[i] = floatToHalf(g[i] * inv);
-    } else {
-      for (size_t i = 0; i < n; ++i) s[i] = floatToBf16(g[i]);
-    }
-    if (rsMode())
-      b.work = comm.reduceScatterAsync(s, s + static_cast<size_t>(rank) * shardElems(bi), shardElems(bi),
-                                       opt.wireType, strataSum);
-    else
-      b.work = comm.allReduceAsync(s, s, n, opt.wireType, strataSum);
   }
 
   // The result of bucket b is in place: average (and widen from the wire type).
@@ -246,7 +262,7 @@ struct OverlapScheduler::Impl {
       for (size_t i = 0; i < n; ++i) g[i] = halfToFloat(s[i]);
     } else {
       const uint16_t* s = staging.data() + off;
-      for (size_t i = 0; i < n; ++i) g[i] = bf16ToFloat(s[i]) / div;
+      for (size_t i = 0; i < n; ++i) g[i] = fromBf16(s[i]) / div;
     }
     trace.push_back({std::string(rsMode() ? "reduce_scatter" : "all_reduce") + " bucket " + std::to_string(bi) +
                          " (" + std::to_string(b.elems * sizeof(float)) + " B)",

@@ -4,12 +4,18 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <limits>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "kernels/reduce.h"
 
 namespace {
 
@@ -249,6 +255,51 @@ TEST(Overlap, ReduceScatterPaddingShardsAndAllGather) {
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+}  // namespace
+
+namespace {
+
+// On one rank a compressed step is a round trip through the wire type: the scheduler's bf16 conversion
+// (branch-free, vectorized) must match the reference conversion in kernels/reduce.h bit for bit.
+TEST(Overlap, CompressedRoundTripMatchesReferenceConversion) {
+  auto comm = oneRank();
+  for (strataDataType_t wire : {strataBfloat16, strataFloat16}) {
+    auto o = opts(1 << 12, 1 << 14);
+    o.wireType = wire;
+    OverlapScheduler s(comm, o);
+    s.addParameter("w", 5000);
+    s.addParameter("b", 1234);
+    std::vector<float> in(s.gradElems());
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-3e4f, 3e4f);
+    for (size_t i = 0; i < in.size(); ++i) {
+      uint32_t bits = static_cast<uint32_t>(rng());
+      float f;
+      std::memcpy(&f, &bits, 4);
+      in[i] = i % 3 == 0 ? f : u(rng);  // every bit pattern (NaN, inf, subnormal) and ordinary values
+    }
+    in[0] = 1.0f + std::ldexp(1.0f, -8);  // bf16 ties: to even
+    in[1] = 1.0f + 3 * std::ldexp(1.0f, -8);
+    in[2] = std::numeric_limits<float>::infinity();
+    in[3] = -std::numeric_limits<float>::quiet_NaN();
+    s.beginStep();
+    std::copy(in.begin(), in.end(), s.gradBuffer());
+    s.gradReady(0);
+    s.gradReady(1);
+    s.finish();
+    for (size_t i = 0; i < in.size(); ++i) {
+      const float want = wire == strataBfloat16 ? strata::bf16ToFloat(strata::floatToBf16(in[i]))
+                                                : strata::halfToFloat(strata::floatToHalf(in[i]));
+      const float got = s.gradBuffer()[i];
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got)) << i;
+      } else {
+        ASSERT_EQ(got, want) << "element " << i << " input " << in[i];
+      }
+    }
+  }
 }
 
 }  // namespace
