@@ -90,6 +90,9 @@ class OverlapScheduler {
 
   /// Chrome/Perfetto trace events ("compute" and "comm" lanes of this rank) of every step so far.
   void writeTrace(const std::string& path) const;
+  /// Collective over the communicator (call it on every rank at the same point, between steps): rank 0
+  /// writes one trace file holding every rank's compute and comm lanes; the other ranks write nothing.
+  void writeTraceAllRanks(const std::string& path);
 
  private:
   struct Impl;

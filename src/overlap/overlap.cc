@@ -114,9 +114,15 @@ struct OverlapScheduler::Impl {
   // all-gather of parameters
   std::vector<Work> paramWorks;
   std::vector<Clock::time_point> paramLaunchT;
-  float* paramBuf = nullptr;
 
+  // Trace events of every step, up to kMaxTraceEvents (then further ones are counted, not kept).
+  static constexpr size_t kMaxTraceEvents = size_t{1} << 20;
   std::vector<TraceEvent> trace;
+  size_t traceDropped = 0;
+  void addTrace(std::string name, int tid, Clock::time_point b, Clock::time_point e) {
+    if (trace.size() < kMaxTraceEvents) trace.push_back({std::move(name), tid, b, e});
+    else ++traceDropped;
+  }
   Clock::time_point epoch = Clock::now();
   double wallEpochUs = std::chrono::duration<double, std::micro>(
                            std::chrono::system_clock::now().time_since_epoch()).count();
@@ -264,9 +270,9 @@ struct OverlapScheduler::Impl {
       const uint16_t* s = staging.data() + off;
       for (size_t i = 0; i < n; ++i) g[i] = fromBf16(s[i]) / div;
     }
-    trace.push_back({std::string(rsMode() ? "reduce_scatter" : "all_reduce") + " bucket " + std::to_string(bi) +
-                         " (" + std::to_string(b.elems * sizeof(float)) + " B)",
-                     1, b.launchT, t});
+    addTrace(std::string(rsMode() ? "reduce_scatter" : "all_reduce") + " bucket " + std::to_string(bi) + " (" +
+                 std::to_string(b.elems * (compressed() ? 2 : sizeof(float))) + " B)",
+             1, b.launchT, t);
   }
 
   // Records completions (in issue order: a communicator runs its work in order).
@@ -405,8 +411,8 @@ struct OverlapScheduler::Impl {
     s.overlapPercent = s.commUs > 0 ? 100.0 * (s.commUs - s.exposedCommUs) / s.commUs : 0.0;
     s.overlapPercent = std::clamp(s.overlapPercent, 0.0, 100.0);
     last = s;
-    trace.push_back({"backward (compute)", 0, stepBegin, lastReady});
-    trace.push_back({"finish (exposed wait)", 0, finishBegin, finishEnd});
+    addTrace("backward (compute)", 0, stepBegin, lastReady);
+    addTrace("finish (exposed wait)", 0, finishBegin, finishEnd);
   }
 
   void allGatherParams(float* p) {
@@ -416,7 +422,6 @@ struct OverlapScheduler::Impl {
       throw Exception(strataInvalidUsage, "overlap: allGatherParams() is for reduce-scatter mode");
     if (!p) throw Exception(strataInvalidArgument, "overlap: allGatherParams(nullptr)");
     if (!paramWorks.empty()) throw Exception(strataInvalidUsage, "overlap: allGatherParams() twice without waitParams()");
-    paramBuf = p;
     for (size_t bi = 0; bi < buckets.size(); ++bi) {
       const size_t n = shardElems(static_cast<int>(bi));
       float* base = p + buckets[bi].offset;
@@ -428,40 +433,70 @@ struct OverlapScheduler::Impl {
   void waitParams() {
     checkUsable();
     for (size_t bi = 0; bi < paramWorks.size(); ++bi) {
+      bool done;
       try {
-        paramWorks[bi].wait(opt.timeoutMs);
+        done = paramWorks[bi].wait(opt.timeoutMs);
       } catch (const Exception& e) {
         failed = true;
         throw Exception(e.code(), "overlap: all-gather of " + bucketName(static_cast<int>(bi)) + " failed: " + e.what());
       }
-      if (!paramWorks[bi].test()) {
+      if (!done) {
         failed = true;
         throw Exception(strataTimeout, "overlap: all-gather of " + bucketName(static_cast<int>(bi)) +
                                            " not complete after " + std::to_string(opt.timeoutMs) + " ms");
       }
-      trace.push_back({"all_gather bucket " + std::to_string(bi), 1, paramLaunchT[bi], Clock::now()});
+      addTrace("all_gather bucket " + std::to_string(bi), 1, paramLaunchT[bi], Clock::now());
     }
     paramWorks.clear();
     paramLaunchT.clear();
-    paramBuf = nullptr;
   }
 
-  void writeTrace(const std::string& path) const {
+  // This rank's events as JSON objects, one per line, each followed by ",\n" except the last.
+  std::string traceEvents() const {
+    std::string out;
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
+                  "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute\"}},\n"
+                  "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"comm\"}}",
+                  rank, rank, rank, rank);
+    out += buf;
+    for (const auto& e : trace) {
+      std::snprintf(buf, sizeof buf, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
+                    jsonEscape(e.name).c_str(), wallEpochUs + usSince(epoch, e.begin), usSince(e.begin, e.end),
+                    rank, e.tid);
+      out += buf;
+    }
+    return out;
+  }
+
+  static void writeFile(const std::string& path, const std::string& body) {
     FILE* f = std::fopen(path.c_str(), "w");
     if (!f) throw Exception(strataSystemError, "overlap: cannot write trace " + path + ": " + std::strerror(errno));
-    std::fprintf(f, "[\n");
-    std::fprintf(f,
-                 "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
-                 "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute\"}},\n"
-                 "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"comm\"}}",
-                 rank, rank, rank, rank);
-    for (const auto& e : trace) {
-      std::fprintf(f, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
-                   jsonEscape(e.name).c_str(), wallEpochUs + usSince(epoch, e.begin), usSince(e.begin, e.end),
-                   rank, e.tid);
+    const bool ok = std::fwrite(body.data(), 1, body.size(), f) == body.size();
+    if (std::fclose(f) != 0 || !ok) throw Exception(strataSystemError, "overlap: error writing trace " + path);
+  }
+
+  void writeTrace(const std::string& path) const { writeFile(path, "[\n" + traceEvents() + "\n]\n"); }
+
+  // Collective: every rank's events gathered to rank 0, which writes one file with a lane pair per rank.
+  void writeTraceAllRanks(const std::string& path) {
+    const std::string mine = traceEvents();
+    std::vector<uint64_t> lens(static_cast<size_t>(nranks));
+    const uint64_t myLen = mine.size();
+    comm.allGather(&myLen, lens.data(), 1, strataUint64);
+    const uint64_t maxLen = *std::max_element(lens.begin(), lens.end());
+    std::vector<char> send(maxLen, ' '), all(maxLen * static_cast<size_t>(nranks));
+    std::memcpy(send.data(), mine.data(), mine.size());
+    comm.allGather(send.data(), all.data(), maxLen, strataUint8);
+    if (rank != 0) return;
+    std::string body = "[\n";
+    for (int r = 0; r < nranks; ++r) {
+      if (r) body += ",\n";
+      body.append(all.data() + static_cast<size_t>(r) * maxLen, lens[r]);
     }
-    std::fprintf(f, "\n]\n");
-    if (std::fclose(f) != 0) throw Exception(strataSystemError, "overlap: error writing trace " + path);
+    body += "\n]\n";
+    writeFile(path, body);
   }
 };
 
@@ -533,6 +568,7 @@ OverlapStats OverlapScheduler::stats() const { return impl_->last; }
 void OverlapScheduler::allGatherParams(float* params) { impl_->allGatherParams(params); }
 void OverlapScheduler::waitParams() { impl_->waitParams(); }
 void OverlapScheduler::writeTrace(const std::string& path) const { impl_->writeTrace(path); }
+void OverlapScheduler::writeTraceAllRanks(const std::string& path) { impl_->writeTraceAllRanks(path); }
 const std::vector<int>& OverlapScheduler::launchOrder() const { return impl_->launchOrder; }
 int OverlapScheduler::paramBucket(int p) const {
   impl_->checkIndex(p, "paramBucket");

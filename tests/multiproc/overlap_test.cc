@@ -4,7 +4,8 @@
 //                                            reduce-scatter shards + allGatherParams, bf16/f16 on the wire
 //   overlap_test --tests timeout             rank 1 never marks one gradient ready and never calls finish():
 //                                            the other ranks' finish() must throw naming the bucket, not hang
-// Exit status 0 when every check passed; failures are printed per rank.
+// Exit status 0 when every check passed; failures are printed per rank. OVERLAP_TEST_KEEP_TRACE=FILE keeps
+// the all-rank trace of the avg test in FILE.
 #include <unistd.h>
 
 #include <algorithm>
@@ -136,6 +137,23 @@ void testAverage(strata::Communicator& comm) {
       t.find("\"tid\":1") == std::string::npos)
     fail("trace malformed");
   std::remove(path);
+  // One file with every rank's lanes, written by rank 0 (the parent, strata-run, names it for every rank).
+  std::snprintf(path, sizeof path, "/tmp/strata_overlap_trace_all_%d.json", static_cast<int>(getppid()));
+  s.writeTraceAllRanks(path);
+  if (gRank == 0) {
+    std::ifstream fa(path);
+    std::stringstream sa;
+    sa << fa.rdbuf();
+    const std::string all = sa.str();
+    if (all.size() < 4 || all.front() != '[' || all.substr(all.size() - 2) != "]\n") fail("all-rank trace malformed");
+    for (int r = 0; r < gSize; ++r)
+      if (all.find("\"name\":\"rank " + std::to_string(r) + "\"") == std::string::npos)
+        fail("all-rank trace lacks rank " + std::to_string(r));
+    if (const char* keep = std::getenv("OVERLAP_TEST_KEEP_TRACE"); keep && *keep)
+      std::rename(path, keep);  // for a look in Perfetto / chrome://tracing
+    else
+      std::remove(path);
+  }
 }
 
 void testReduceScatter(strata::Communicator& comm) {
