@@ -27,7 +27,9 @@ struct OverlapOptions {
   size_t firstBucketBytes = 1 << 20;  // the first bucket (last layers) is small, so communication starts early
   size_t bucketCapBytes = 25 << 20;   // later buckets up to this size
   /// Wire format: strataFloat32 (none), or strataBfloat16 / strataFloat16 (gradients are converted before the
-  /// collective and back after it; the reduction accumulates in float32).
+  /// collective and back after it; the reduction accumulates in float32). As built: each pairwise add of
+  /// the host kernels is done in float32 and rounded back to the wire type, so partial sums are rounded
+  /// n-1 times (DESIGN.md, "Overlap scheduler (as built)").
   strataDataType_t wireType = strataFloat32;
   bool overlap = true;     // false: gradReady only records; finish() launches every bucket (the baseline)
   int64_t timeoutMs = -1;  // finish(): a bucket not complete by then throws strata::Exception naming it; < 0: none
@@ -44,7 +46,9 @@ struct OverlapStats {
 
 class OverlapScheduler {
  public:
-  /// `comm` must outlive the scheduler. Parameters are float32.
+  /// `comm` must outlive the scheduler. Parameters are float32. Buckets go out at times that differ between
+  /// ranks, so no other collective may be issued on `comm` between beginStep() and finish(): give the
+  /// scheduler a communicator of its own (e.g. comm.split(0, comm.rank())). Not thread-safe.
   OverlapScheduler(Communicator& comm, OverlapOptions options = {});
   ~OverlapScheduler();
   OverlapScheduler(const OverlapScheduler&) = delete;
