@@ -33,6 +33,11 @@ struct OverlapOptions {
   strataDataType_t wireType = strataFloat32;
   bool overlap = true;     // false: gradReady only records; finish() launches every bucket (the baseline)
   int64_t timeoutMs = -1;  // finish(): a bucket not complete by then throws strata::Exception naming it; < 0: none
+  /// true: the constructor (then collective over `comm`) splits a private communicator for the buckets, so
+  /// the caller may keep using `comm` during a step, and the destructor can abort work left in flight.
+  /// false: buckets go out on `comm` itself, which must then carry nothing else between beginStep() and
+  /// finish().
+  bool ownCommunicator = true;
 };
 
 /// Per-step accounting, in microseconds of wall time on this rank.
@@ -46,9 +51,9 @@ struct OverlapStats {
 
 class OverlapScheduler {
  public:
-  /// `comm` must outlive the scheduler. Parameters are float32. Buckets go out at times that differ between
-  /// ranks, so no other collective may be issued on `comm` between beginStep() and finish(): give the
-  /// scheduler a communicator of its own (e.g. comm.split(0, comm.rank())). Not thread-safe.
+  /// `comm` must outlive the scheduler. Parameters are float32. Not thread-safe. Buckets go out at times that
+  /// differ between ranks, so they run on a private communicator split from `comm` (collective: every rank
+  /// constructs its scheduler at the same point) unless options.ownCommunicator is false.
   OverlapScheduler(Communicator& comm, OverlapOptions options = {});
   ~OverlapScheduler();
   OverlapScheduler(const OverlapScheduler&) = delete;

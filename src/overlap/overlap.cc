@@ -93,7 +93,8 @@ struct OverlapScheduler::Impl {
     Clock::time_point begin, end;
   };
 
-  Communicator& comm;
+  Communicator own;     // the scheduler's private communicator (OverlapOptions::ownCommunicator)
+  Communicator& comm;   // `own`, or the caller's
   OverlapOptions opt;
   int rank = 0, nranks = 1;
   std::vector<Param> params;
@@ -127,7 +128,8 @@ struct OverlapScheduler::Impl {
   double wallEpochUs = std::chrono::duration<double, std::micro>(
                            std::chrono::system_clock::now().time_since_epoch()).count();
 
-  Impl(Communicator& c, OverlapOptions o) : comm(c), opt(o) {
+  Impl(Communicator& c, OverlapOptions o)
+      : own(o.ownCommunicator ? c.split(0, c.rank()) : Communicator()), comm(o.ownCommunicator ? own : c), opt(o) {
     rank = comm.rank();
     nranks = comm.size();
     if (opt.wireType != strataFloat32 && opt.wireType != strataBfloat16 && opt.wireType != strataFloat16)
@@ -504,14 +506,18 @@ OverlapScheduler::OverlapScheduler(Communicator& comm, OverlapOptions options)
     : impl_(new Impl(comm, options)) {}
 
 OverlapScheduler::~OverlapScheduler() {
-  // Collectives still in flight (finish() timed out, or was never called) write into our buffers: leak
-  // them rather than free memory the communicator's worker may still touch. Aborting the communicator
-  // stops that work.
+  // Collectives still in flight (finish() timed out, or was never called) write into our buffers. With a
+  // private communicator, abort it: that stops the work, and the buffers can go. On the caller's
+  // communicator, leak them rather than free memory its worker may still touch.
   bool inFlight = true;
   try {
     inFlight = impl_->anyInFlight();
   } catch (...) {
     inFlight = false;  // the work failed: it no longer runs
+  }
+  if (inFlight && impl_->own) {
+    impl_->own.abort();
+    inFlight = false;
   }
   if (!inFlight) delete impl_;
 }

@@ -69,7 +69,10 @@ void registerAll(strata::OverlapScheduler& s, const std::vector<size_t>& sizes) 
 
 // Marks every gradient ready in an order of this rank's own, pausing now and then so that buckets are in
 // flight while "backward" goes on.
-void scrambledBackward(strata::OverlapScheduler& s, size_t nparams, int step) {
+// With `parent`, every 7th gradient also runs a blocking all-reduce on the caller's communicator (as a
+// tensor-parallel layer would inside backward): the buckets, on the scheduler's private communicator, must
+// not get in its way.
+void scrambledBackward(strata::OverlapScheduler& s, size_t nparams, int step, strata::Communicator* parent = nullptr) {
   std::vector<int> order(nparams);
   for (size_t p = 0; p < nparams; ++p) order[p] = static_cast<int>(nparams - 1 - p);
   std::mt19937 rng(1000 + 17 * gRank + step);
@@ -78,6 +81,11 @@ void scrambledBackward(strata::OverlapScheduler& s, size_t nparams, int step) {
   for (size_t k = 0; k < order.size(); ++k) {
     s.gradReady(order[k]);
     if (k % 5 == 4) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    if (parent && k % 7 == 6) {
+      int32_t mine = gRank + static_cast<int32_t>(k), sum = 0;
+      parent->allReduce(&mine, &sum, 1);
+      if (sum != gSize * (gSize - 1) / 2 + gSize * static_cast<int32_t>(k)) fail("parent all-reduce during backward");
+    }
   }
 }
 
@@ -107,7 +115,7 @@ void testAverage(strata::Communicator& comm) {
     s.beginStep();
     for (size_t p = 0; p < sizes.size(); ++p)
       for (size_t i = 0; i < sizes[p]; ++i) s.grad(static_cast<int>(p))[i] = gradValue(gRank, step, static_cast<int>(p), i);
-    scrambledBackward(s, sizes.size(), step);
+    scrambledBackward(s, sizes.size(), step, &comm);
     s.finish();
     long wrong = 0;
     for (size_t p = 0; p < sizes.size(); ++p)
@@ -158,7 +166,9 @@ void testAverage(strata::Communicator& comm) {
 
 void testReduceScatter(strata::Communicator& comm) {
   const auto sizes = paramSizes();
-  strata::OverlapScheduler s(comm, smallBuckets(strata::OverlapOptions::Mode::kReduceScatter));
+  auto o = smallBuckets(strata::OverlapOptions::Mode::kReduceScatter);
+  o.ownCommunicator = false;  // the buckets on `comm` itself, which carries nothing else during a step
+  strata::OverlapScheduler s(comm, o);
   registerAll(s, sizes);
   std::vector<float> params(s.gradElems());
   for (int step = 0; step < 2; ++step) {
@@ -240,7 +250,8 @@ void testCompressed(strata::Communicator& comm, strataDataType_t wire, strata::O
 }
 
 // Rank 1 never marks one gradient ready and never calls finish(); every other rank's finish() must throw a
-// strata::Exception naming the bucket within about timeoutMs. Every rank then aborts its communicator.
+// strata::Exception naming the bucket within about timeoutMs. Destroying the schedulers then aborts their
+// private communicators, and the caller's communicator still works (a barrier on it).
 int testTimeout(strata::Communicator& comm) {
   const auto sizes = paramSizes();
   auto o = smallBuckets(strata::OverlapOptions::Mode::kAllReduceAverage);
@@ -256,7 +267,7 @@ int testTimeout(strata::Communicator& comm) {
     // Hangs on purpose: no finish(). Wait until the peers have timed out, then leave.
     std::this_thread::sleep_for(std::chrono::milliseconds(o.timeoutMs + 2000));
     s.reset();
-    comm.abort();
+    comm.barrier();
     std::printf("rank 1: left without marking %s ready\n", "layer10.w");
     return 0;
   }
@@ -274,8 +285,10 @@ int testTimeout(strata::Communicator& comm) {
     if (m.find("layer10.w") == std::string::npos) fail("timeout: message does not name the bucket's parameters");
     if (ms < 1500 || ms > 10000) fail("timeout: took " + std::to_string(ms) + " ms for a 2000 ms timeout");
   }
-  s.reset();  // the bucket is still in flight: the scheduler leaks its buffers instead of freeing them
-  comm.abort();
+  // The bucket is still in flight: the destructor aborts the scheduler's private communicator. The
+  // caller's communicator is untouched and still works.
+  s.reset();
+  comm.barrier();
   return 0;
 }
 
