@@ -299,11 +299,19 @@ struct OverlapScheduler::Impl {
     while (nextLaunch < static_cast<int>(buckets.size()) && buckets[nextLaunch].pending == 0) launch(nextLaunch++);
   }
 
+  // Whether some collective may still write into our buffers (failed work has stopped).
+  static bool running(Work& w) {
+    try {
+      return !w.test();
+    } catch (const Exception&) {
+      return false;
+    }
+  }
   bool anyInFlight() {
     for (auto& b : buckets)
-      if (b.launched && !b.complete && !b.work.test()) return true;
+      if (b.launched && !b.complete && running(b.work)) return true;
     for (auto& w : paramWorks)
-      if (!w.test()) return true;
+      if (running(w)) return true;
     return false;
   }
 
@@ -509,12 +517,7 @@ OverlapScheduler::~OverlapScheduler() {
   // Collectives still in flight (finish() timed out, or was never called) write into our buffers. With a
   // private communicator, abort it: that stops the work, and the buffers can go. On the caller's
   // communicator, leak them rather than free memory its worker may still touch.
-  bool inFlight = true;
-  try {
-    inFlight = impl_->anyInFlight();
-  } catch (...) {
-    inFlight = false;  // the work failed: it no longer runs
-  }
+  bool inFlight = impl_->anyInFlight();
   if (inFlight && impl_->own) {
     impl_->own.abort();
     inFlight = false;
