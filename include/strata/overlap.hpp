@@ -27,10 +27,17 @@ struct OverlapOptions {
   size_t firstBucketBytes = 1 << 20;  // the first bucket (last layers) is small, so communication starts early
   size_t bucketCapBytes = 25 << 20;   // later buckets up to this size
   /// Wire format: strataFloat32 (none), or strataBfloat16 / strataFloat16 (gradients are converted before the
-  /// collective and back after it; the reduction accumulates in float32).
+  /// collective and back after it; the reduction accumulates in float32). As built: each pairwise add of
+  /// the host kernels is done in float32 and rounded back to the wire type, so partial sums are rounded
+  /// n-1 times (DESIGN.md, "Overlap scheduler (as built)").
   strataDataType_t wireType = strataFloat32;
   bool overlap = true;     // false: gradReady only records; finish() launches every bucket (the baseline)
   int64_t timeoutMs = -1;  // finish(): a bucket not complete by then throws strata::Exception naming it; < 0: none
+  /// true: the constructor (then collective over `comm`) splits a private communicator for the buckets, so
+  /// the caller may keep using `comm` during a step, and the destructor can abort work left in flight.
+  /// false: buckets go out on `comm` itself, which must then carry nothing else between beginStep() and
+  /// finish().
+  bool ownCommunicator = true;
 };
 
 /// Per-step accounting, in microseconds of wall time on this rank.
@@ -44,7 +51,9 @@ struct OverlapStats {
 
 class OverlapScheduler {
  public:
-  /// `comm` must outlive the scheduler. Parameters are float32.
+  /// `comm` must outlive the scheduler. Parameters are float32. Not thread-safe. Buckets go out at times that
+  /// differ between ranks, so they run on a private communicator split from `comm` (collective: every rank
+  /// constructs its scheduler at the same point) unless options.ownCommunicator is false.
   OverlapScheduler(Communicator& comm, OverlapOptions options = {});
   ~OverlapScheduler();
   OverlapScheduler(const OverlapScheduler&) = delete;
@@ -68,6 +77,11 @@ class OverlapScheduler {
   /// the flat buffer), and allGatherParams() to share updated parameters laid out like the gradients.
   size_t shardOffset(int b) const;
   size_t shardElems(int b) const;
+  /// The bucket parameter p belongs to (additions to the fixed interface).
+  int paramBucket(int p) const;
+  /// The buckets launched so far in the current (or last) step, in launch order: always 0, 1, 2, ... on every
+  /// rank, whatever order gradReady() was called in.
+  const std::vector<int>& launchOrder() const;
 
   void beginStep();
   /// Gradient p is final. Launches its bucket when the bucket is complete (and every earlier bucket has
@@ -85,6 +99,9 @@ class OverlapScheduler {
 
   /// Chrome/Perfetto trace events ("compute" and "comm" lanes of this rank) of every step so far.
   void writeTrace(const std::string& path) const;
+  /// Collective over the communicator (call it on every rank at the same point, between steps): rank 0
+  /// writes one trace file holding every rank's compute and comm lanes; the other ranks write nothing.
+  void writeTraceAllRanks(const std::string& path);
 
  private:
   struct Impl;
