@@ -1,5 +1,7 @@
 #include "grad_sync.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstring>
 
@@ -77,8 +79,10 @@ class PlainGradSync : public GradSync {
 /// Through strata::OverlapScheduler: buckets launch during backward as gradReady() completes them.
 class OverlapGradSync : public GradSync {
  public:
-  OverlapGradSync(strata::Communicator& dp, bool zero, bool overlap) : zero_(zero) {
+  OverlapGradSync(strata::Communicator& dp, bool zero, bool overlap, size_t bucketCapBytes) : zero_(zero) {
     strata::OverlapOptions o;
+    o.bucketCapBytes = bucketCapBytes;
+    o.firstBucketBytes = std::min(o.firstBucketBytes, bucketCapBytes);
     o.mode = zero ? strata::OverlapOptions::Mode::kReduceScatter : strata::OverlapOptions::Mode::kAllReduceAverage;
     o.overlap = overlap;
     sched_ = std::make_unique<strata::OverlapScheduler>(dp, o);
@@ -112,6 +116,10 @@ class OverlapGradSync : public GradSync {
     auto s = sched_->stats();
     return {s.commUs / 1000.0, s.exposedCommUs / 1000.0, s.overlapPercent};
   }
+  bool writeTrace(const std::string& path) override {
+    sched_->writeTraceAllRanks(path);
+    return true;
+  }
 
  private:
   bool zeroMode() const { return zero_; }
@@ -130,11 +138,12 @@ bool haveOverlapScheduler() {
 #endif
 }
 
-std::unique_ptr<GradSync> makeGradSync(strata::Communicator* dp, bool zero, bool overlap) {
+std::unique_ptr<GradSync> makeGradSync(strata::Communicator* dp, bool zero, bool overlap, size_t bucketCapBytes) {
 #ifdef STRAIN_HAVE_OVERLAP
-  if (dp) return std::make_unique<OverlapGradSync>(*dp, zero, overlap);
+  if (dp) return std::make_unique<OverlapGradSync>(*dp, zero, overlap, bucketCapBytes);
 #endif
   (void)overlap;
+  (void)bucketCapBytes;
   return std::make_unique<PlainGradSync>(dp, zero);
 }
 

@@ -37,11 +37,14 @@ class GradSync {
   /// ZeRO: shares the updated parameters (same layout) so every DP rank has all of them. No-op otherwise.
   virtual void allGatherParams(float* params) = 0;
   virtual SyncStats stats() const = 0;
+  /// Collective over the DP group: writes a Chrome/Perfetto trace of every step (compute and comm lanes
+  /// per DP rank) to `path`. Returns false when this synchroniser keeps no trace.
+  virtual bool writeTrace(const std::string& /*path*/) { return false; }
 };
 
 /// `dp` may be null (one DP rank). zero: reduce-scatter gradients / all-gather parameters (ZeRO-1).
 /// overlap: use strata::OverlapScheduler when this build has it (otherwise launch after backward).
-std::unique_ptr<GradSync> makeGradSync(strata::Communicator* dp, bool zero, bool overlap);
+std::unique_ptr<GradSync> makeGradSync(strata::Communicator* dp, bool zero, bool overlap, size_t bucketCapBytes = 25 << 20);
 /// Whether makeGradSync(..., overlap = true) uses the overlap scheduler in this build.
 bool haveOverlapScheduler();
 

@@ -22,9 +22,10 @@ namespace {
 
 struct Options {
   int dp = 1, tp = 1, steps = 200, batch = 8, logEvery = 1, zero = 0;
+  double bucketMb = 25;
   strain::ModelConfig model;
   float lr = 3e-3f, clip = 1.0f, weightDecay = 0.1f;
-  std::string data, save, load, lossLog;
+  std::string data, save, load, lossLog, trace;
   bool overlap = true, sp = false;
 };
 
@@ -39,6 +40,9 @@ struct Options {
                "  --sequence-parallel     reduce-scatter/all-gather instead of TP all-reduces\n"
                "  --zero 0|1 (0)          1: shard AdamW state (and the update) over DP\n"
                "  --save FILE --load FILE checkpoints (full tensors, any layout can load them)\n"
+               "  --bucket-mb X (25)      gradient bucket cap in MiB (the first bucket is at most 1 MiB)\n"
+               "  --trace FILE            Chrome/Perfetto trace of the DP scheduler (compute and comm lanes per\n"
+               "                          rank; with --tp > 1, TP rank k > 0 writes FILE.tp<k>)\n"
                "  --log-every N (1) --loss-log FILE (per-step loss, full precision)\n"
                "  --compare A B           compare two checkpoints' parameters and exit\n");
   std::exit(code);
@@ -72,6 +76,8 @@ Options parse(int argc, char** argv) {
     } else if (a == "--sequence-parallel") o.sp = true;
     else if (a == "--zero") o.zero = std::stoi(val());
     else if (a == "--save") o.save = val();
+    else if (a == "--trace") o.trace = val();
+    else if (a == "--bucket-mb") o.bucketMb = std::stod(val());
     else if (a == "--load") o.load = val();
     else if (a == "--log-every") o.logEvery = std::max(1, std::stoi(val()));
     else if (a == "--loss-log") o.lossLog = val();
@@ -114,7 +120,9 @@ int run(const Options& o) {
     names.push_back(p.name);
     numels.push_back(p.numel);
   }
-  auto sync = strain::makeGradSync(o.dp > 1 ? &dpComm : nullptr, o.zero > 0, o.overlap);
+  if (!(o.bucketMb > 0)) throw std::runtime_error("--bucket-mb must be > 0");
+  auto sync = strain::makeGradSync(o.dp > 1 ? &dpComm : nullptr, o.zero > 0, o.overlap,
+                                   static_cast<size_t>(o.bucketMb * (1 << 20)));
   sync->layout(names, numels);
   std::vector<size_t> offsets(params.size());
   for (size_t i = 0; i < params.size(); ++i) offsets[i] = sync->offset(int(i));
@@ -148,6 +156,9 @@ int run(const Options& o) {
   const float lossScale = 1.f / float(Bl * S);  // mean over this DP rank's tokens; DP averages the ranks
   const int startStep = opt.t;
   double firstLoss = 0, lastLoss = 0;
+  // Means over the steps after the first three (warm-up: connections, caches, the plan cache).
+  double sumMs = 0, sumComm = 0, sumExposed = 0;
+  int counted = 0;
   for (int step = startStep; step < startStep + o.steps; ++step) {
     auto t0 = Clock::now();
     tp.commSec = 0;
@@ -165,6 +176,12 @@ int run(const Options& o) {
     if (step == startStep) firstLoss = l;
     lastLoss = l;
     auto st = sync->stats();
+    if (step - startStep >= 3) {
+      sumMs += ms;
+      sumComm += st.commMs;
+      sumExposed += st.exposedMs;
+      ++counted;
+    }
     if (lossLog) std::fprintf(lossLog, "%d %.9g\n", step, l);
     if (rank == 0 && ((step - startStep) % o.logEvery == 0 || step == startStep + o.steps - 1)) {
       double tps = double(o.batch) * S / (ms / 1000.0);
@@ -176,6 +193,18 @@ int run(const Options& o) {
   }
   if (lossLog) std::fclose(lossLog);
   if (rank == 0 && o.steps > 0) std::printf("loss %.4f -> %.4f over %d steps\n", firstLoss, lastLoss, o.steps);
+  if (rank == 0 && counted > 0)
+    std::printf("mean of steps %d-%d | step %.1f ms | comm %.1f ms | exposed %.1f ms | hidden %.0f%%\n",
+                startStep + 3, startStep + o.steps - 1, sumMs / counted, sumComm / counted, sumExposed / counted,
+                sumComm > 0 ? 100.0 * (sumComm - sumExposed) / sumComm : 0.0);
+  if (!o.trace.empty()) {
+    const std::string path = tRank == 0 ? o.trace : o.trace + ".tp" + std::to_string(tRank);
+    if (!sync->writeTrace(path)) {
+      if (rank == 0) std::fprintf(stderr, "strata-train: --trace needs the overlap scheduler and --dp > 1\n");
+    } else if (rank == 0) {
+      std::printf("trace written to %s\n", path.c_str());
+    }
+  }
   if (!o.save.empty()) {
     strain::saveCheckpoint(o.save, ck);
     if (rank == 0) std::printf("saved %s\n", o.save.c_str());
