@@ -37,6 +37,24 @@ void TpCtx::reduceScatter(const float* full, float* local, size_t nloc) {
   comm->reduceScatter(full, local, nloc, strataFloat32, strataSum);
 }
 
+strata::Work TpCtx::allReduceAsync(float* x, size_t n) {
+  if (size == 1 || !comm) return {};
+  return comm->allReduceAsync(x, x, n, strataFloat32, strataSum);
+}
+
+strata::Work TpCtx::reduceScatterAsync(const float* full, float* local, size_t nloc) {
+  if (size == 1 || !comm) {
+    if (full != local) std::memcpy(local, full, nloc * sizeof(float));
+    return {};
+  }
+  return comm->reduceScatterAsync(full, local, nloc, strataFloat32, strataSum);
+}
+
+void TpCtx::wait(strata::Work& w) {
+  Timer t(commSec);
+  w.wait();
+}
+
 void ColumnParallel::forward(TpCtx& tp, const float* x, int nIn, const float* W, const float* b, float* y) {
   int N = nIn;
   if (tp.sp && tp.size > 1) {
@@ -55,17 +73,21 @@ void ColumnParallel::backward(TpCtx& tp, const float* dy, int nIn, const float* 
                               float* dx) {
   bool sp = tp.sp && tp.size > 1;
   int N = sp ? nIn * tp.size : nIn;
-  gemm(true, false, K, Ml, N, 1.f, xin, K, dy, Ml, 1.f, dW, Ml);
-  for (int i = 0; i < N; ++i)
-    for (int j = 0; j < Ml; ++j) db[j] += dy[size_t(i) * Ml + j];
+  // The input gradient first, so its collective (g's all-reduce, or reduce-scatter under sp) runs while
+  // the weight gradient is computed, as Megatron-LM's asynchronous tensor-parallel backward does.
+  strata::Work pending;
   if (sp) {
     dxfull.resize(size_t(N) * K);
     gemm(false, true, N, K, Ml, 1.f, dy, Ml, W, Ml, 0.f, dxfull.data(), K);
-    tp.reduceScatter(dxfull.data(), dx, size_t(nIn) * K);
+    pending = tp.reduceScatterAsync(dxfull.data(), dx, size_t(nIn) * K);
   } else {
     gemm(false, true, N, K, Ml, 1.f, dy, Ml, W, Ml, 0.f, dx, K);
-    tp.allReduce(dx, size_t(N) * K);
+    pending = tp.allReduceAsync(dx, size_t(N) * K);
   }
+  gemm(true, false, K, Ml, N, 1.f, xin, K, dy, Ml, 1.f, dW, Ml);
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < Ml; ++j) db[j] += dy[size_t(i) * Ml + j];
+  tp.wait(pending);
 }
 
 void RowParallel::forward(TpCtx& tp, const float* x, int n, const float* W, const float* b, float* y) {

@@ -23,6 +23,11 @@ struct TpCtx {
   void allGather(const float* local, float* full, size_t nloc);
   /// Sums `full` over ranks and leaves this rank's `nloc`-float slice in `local`.
   void reduceScatter(const float* full, float* local, size_t nloc);
+  /// Asynchronous forms (the input-gradient collective runs while the weight-gradient GEMM computes);
+  /// wait() waits and counts only the exposed time in commSec.
+  strata::Work allReduceAsync(float* x, size_t n);
+  strata::Work reduceScatterAsync(const float* full, float* local, size_t nloc);
+  void wait(strata::Work& w);
 };
 
 /// Y[N, Ml] = X W + b with W [K, Ml] this rank's column slice (f: identity forward, all-reduce backward;
