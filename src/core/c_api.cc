@@ -108,7 +108,7 @@ strataResult_t issue(strataComm* comm, const CollCall& call) {
       tGroup.calls.emplace_back(comm->impl, call);
       return;
     }
-    comm->impl->run({call});
+    comm->impl->run(std::span<const CollCall>(&call, 1));
   });
 }
 

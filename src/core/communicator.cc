@@ -120,9 +120,28 @@ std::shared_ptr<Communicator> Communicator::create(const Config& config, std::sh
   for (const RankPlace& p : comm->topology_.ranks) comm->hostIndex_.push_back(p.host);
   const int localRanks = static_cast<int>(
       std::count(comm->hostIds_.begin(), comm->hostIds_.end(), comm->hostIds_[static_cast<size_t>(comm->rank_)]));
+  // Oversubscribed when this host's ranks outnumber the CPUs they may run on together: the union of
+  // their affinity masks (a launcher that binds each rank to its own core, as mpirun does, gives each a
+  // one-CPU mask, yet the ranks do not share cores).
   cpu_set_t cpus;
-  const int ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) {
+    CPU_ZERO(&cpus);
+    CPU_SET(0, &cpus);
+  }
+  const auto masks = comm->bootstrap_->allGather(&cpus, sizeof(cpus));
+  cpu_set_t hostCpus;
+  CPU_ZERO(&hostCpus);
+  for (size_t r = 0; r < masks.size(); ++r) {
+    if (comm->hostIds_[r] != comm->hostIds_[static_cast<size_t>(comm->rank_)] || masks[r].size() != sizeof(cpu_set_t))
+      continue;
+    cpu_set_t m;
+    std::memcpy(&m, masks[r].data(), sizeof(m));
+    CPU_OR(&hostCpus, &hostCpus, &m);
+  }
+  const int ncpu = std::max(1, CPU_COUNT(&hostCpus));
   comm->oversubscribed_ = localRanks > ncpu;
+  STRATA_INFO(kLogInit, "rank %d: %d rank(s) on this host share %d CPU(s)%s", comm->rank_, localRanks, ncpu,
+              comm->oversubscribed_ ? ": oversubscribed, waits yield at once" : "");
   comm->tuning_ = tuningInputs(comm->topology_, comm->chunkBytes());
   if (logEnabled(LogLevel::kInfo, kLogInit) && comm->rank_ == 0)
     STRATA_INFO(kLogInit, "topology:\n%s", comm->topology_.toText().c_str());
@@ -162,12 +181,12 @@ void Communicator::probeLinks() {
       const auto t0 = std::chrono::steady_clock::now();
       if (rank_ == a) {
         send.peer = recv.peer = b;
-        run({send});
-        run({recv});
+        run(std::span<const CollCall>(&send, 1));
+        run(std::span<const CollCall>(&recv, 1));
       } else {
         send.peer = recv.peer = a;
-        run({recv});
-        run({send});
+        run(std::span<const CollCall>(&recv, 1));
+        run(std::span<const CollCall>(&send, 1));
       }
       rtts.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
@@ -190,7 +209,8 @@ void Communicator::probeLinks() {
     const int other = t.ranksOfHost(1)[0];
     measure(root, other, 2 << 20, figures + 2);  // the root times both links, so it holds every figure
   }
-  run({CollCall{CollKind::kBroadcast, figures, figures, 4, strataFloat64, strataSum, root, -1}});
+  const CollCall bcast{CollKind::kBroadcast, figures, figures, 4, strataFloat64, strataSum, root, -1};
+  run(std::span<const CollCall>(&bcast, 1));
   tuning_.intra = LinkFigures{figures[0], figures[1]};
   tuning_.inter = LinkFigures{figures[2], figures[3]};
   STRATA_INFO(kLogTuning, "rank %d: probed links: intra-host %.2f us %.2f GB/s, inter-host %.2f us %.3f GB/s", rank_,
@@ -338,7 +358,7 @@ void Communicator::destroyRedOp(strataRedOp_t op) {
 
 // ---- submission ---------------------------------------------------------------------------------------
 
-void Communicator::run(const std::vector<CollCall>& calls) {
+void Communicator::run(std::span<const CollCall> calls) {
   checkUsable();
   {
     std::unique_lock<std::mutex> lk(queueMutex_);
@@ -404,7 +424,7 @@ void Communicator::workerLoop() {
   }
 }
 
-void Communicator::runLocked(const std::vector<CollCall>& calls) {
+void Communicator::runLocked(std::span<const CollCall> calls) {
   try {
     std::vector<CollCall> p2p;
     for (const CollCall& c : calls) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,7 +83,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// Throws InvalidArgument/InvalidUsage describing what is wrong with the call.
   void validate(const CollCall& call) const;
   /// Runs the calls (one group) and returns when their results are in place.
-  void run(const std::vector<CollCall>& calls);
+  void run(std::span<const CollCall> calls);
   /// Queues the calls behind earlier work and returns at once.
   std::shared_ptr<Task> submit(std::vector<CollCall> calls);
 
@@ -113,7 +114,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
  private:
   Communicator(const Config& config, std::shared_ptr<Bootstrap> bootstrap);
-  void runLocked(const std::vector<CollCall>& calls);
+  void runLocked(std::span<const CollCall> calls);
   void executeCollective(const CollCall& call);
   void executeP2P(const std::vector<CollCall>& calls);
   void executePlan(const Plan& plan, const std::vector<int>& peers, std::vector<void*> buffers,
