@@ -210,6 +210,17 @@ void configureStream(int fd) {
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) STRATA_THROW_SYS("bootstrap: TCP_NODELAY");
 }
 
+// A connect to a local port in the ephemeral range that nobody listens on yet can be given that very
+// port as its source and connect to itself (TCP simultaneous open). The socket then holds the port the
+// root is about to listen on, and the root fails with EADDRINUSE. Such a socket is a refusal.
+bool isSelfConnected(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t llen = sizeof(local), plen = sizeof(peer);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0) return false;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) return false;
+  return llen == plen && std::memcmp(&local, &peer, llen) == 0;
+}
+
 namespace {
 
 // One non-blocking connect attempt; returns 0 or the errno that ended it (ETIMEDOUT at the deadline).
@@ -218,7 +229,7 @@ int tryConnect(int fd, const SockAddr& addr, Deadline deadline) {
   do {
     rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr.ss), addr.len);
   } while (rc != 0 && errno == EINTR);
-  if (rc == 0) return 0;
+  if (rc == 0) return isSelfConnected(fd) ? ECONNREFUSED : 0;
   if (errno != EINPROGRESS) return errno;
   for (;;) {
     pollfd p{fd, POLLOUT, 0};
@@ -229,6 +240,7 @@ int tryConnect(int fd, const SockAddr& addr, Deadline deadline) {
     int err = 0;
     socklen_t len = sizeof(err);
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
+    if (err == 0 && isSelfConnected(fd)) return ECONNREFUSED;
     return err;
   }
 }

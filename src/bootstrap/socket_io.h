@@ -86,6 +86,9 @@ std::string defaultAdvertiseAddress(const Config& config);
 
 /// Sets the options every bootstrap TCP socket gets: non-blocking, TCP_NODELAY.
 void configureStream(int fd);
+/// True when a connected socket's local and peer addresses are the same: a connect to an unused local
+/// port can be handed that port as its source and connect to itself. connectWithRetry treats it as refused.
+bool isSelfConnected(int fd);
 /// Connects to `addr`, retrying refused/unreachable attempts with short sleeps until `deadline` (the
 /// root may not be listening yet). Throws TimeoutError with `who` and the last error when it runs out.
 Fd connectWithRetry(const SockAddr& addr, Deadline deadline, const std::string& who);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/socket_io.h"
 #include "util/config.h"
 #include "util/error.h"
 
@@ -67,6 +68,40 @@ void runRanks(int n, const std::function<void(int)>& fn) {
 }
 
 std::string strOf(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+// ---- Self-connect --------------------------------------------------------------------------------
+
+// A socket bound to a port and connected to that same address connects to itself (TCP simultaneous
+// open); that is what a rank's connect retry loop can stumble into when the root's port is in the
+// ephemeral range, and it would then hold the port the root needs. The check must see it, and must not
+// flag an ordinary connection.
+TEST(SelfConnect, DetectedAndOrdinaryConnectionsAreNot) {
+  using bootstrap_io::Fd;
+  using bootstrap_io::isSelfConnected;
+  Fd self(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(self.valid());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(self.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(self.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ASSERT_EQ(::connect(self.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
+  EXPECT_TRUE(isSelfConnected(self.get()));
+
+  Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in b{};
+  b.sin_family = AF_INET;
+  b.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&b), sizeof(b)), 0);
+  ASSERT_EQ(::listen(listener.get(), 1), 0);
+  len = sizeof(b);
+  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&b), &len), 0);
+  Fd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&b), sizeof(b)), 0);
+  EXPECT_FALSE(isSelfConnected(client.get()));
+  EXPECT_FALSE(isSelfConnected(listener.get()));  // not connected at all
+}
 
 // ---- SipHash ---------------------------------------------------------------------------------------
 
