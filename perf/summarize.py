@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks strata-perf JSON results (from perf/run_baselines.sh) against the issue's targets and prints a
-markdown table: busbw ratios against Open MPI and Gloo from 1 MiB up, and small all-reduce latency.
+markdown table: busbw ratios against Open MPI and Gloo from 1 MiB up, and small all-reduce latency (from
+the latency_n*.json runs when given, which take many more iterations than the sweeps).
 
 usage: perf/summarize.py perf/results/*.json
 """
@@ -20,11 +21,13 @@ def main(paths):
           "sizes below target |")
     print("|---|---|---|---|---|---|")
     latency = []
+    dedicated = any(p.split("/")[-1].startswith("latency_") for p in paths)
     for path in sorted(paths):
         d = load(path)
         env = d["environment"]
         coll, n = env["collective"], env["nranks"]
-        big = [r for r in d["results"] if r["size"] >= MIB and r.get("baselines")]
+        isLatency = path.split("/")[-1].startswith("latency_")
+        big = [] if isLatency else [r for r in d["results"] if r["size"] >= MIB and r.get("baselines")]
         if big:
             mpi = [(r["size"], r["baselines"]["mpi"]["strata_ratio"]) for r in big if r["baselines"].get("mpi")]
             gloo = [(r["size"], r["baselines"]["gloo"]["strata_ratio"]) for r in big if r["baselines"].get("gloo")]
@@ -33,7 +36,7 @@ def main(paths):
             sizes = f"{big[0]['size'] // MIB}M-{big[-1]['size'] // MIB}M"
             print(f"| {coll} | {n} | {sizes} | {min(x for _, x in mpi):.2f} | {min(x for _, x in gloo):.2f} | "
                   f"{', '.join(misses) if misses else 'none: met'} |")
-        if coll == "allreduce":
+        if coll == "allreduce" and isLatency == dedicated:
             for r in d["results"]:
                 if 8 <= r["size"] <= 4096 and r.get("baselines", {}).get("mpi"):
                     latency.append((n, r["size"], r["out_of_place"]["time_us"], r["baselines"]["mpi"]["time_us"]))
