@@ -103,15 +103,16 @@ def _bool_op(t: torch.Tensor, op: ReduceOp) -> ReduceOp:
 
 class _Waiter:
     """One thread per process group: waits for each Strata Work in issue order (the order a communicator
-    completes them in) and completes its torch Future. It blocks in Strata's wait with the GIL released."""
+    completes them in) and completes its torch Futures. It blocks in Strata's wait with the GIL released."""
 
     def __init__(self, name: str):
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, work, fut: Future, result, after):
-        self._queue.put((work, fut, result, after))
+    def submit(self, work, calls):
+        """calls: (future, value, copies back) completed, in order, once work is done."""
+        self._queue.put((work, calls))
 
     def stop(self):
         self._queue.put(None)
@@ -121,16 +122,22 @@ class _Waiter:
             item = self._queue.get()
             if item is None:
                 return
-            work, fut, result, after = item
+            work, calls = item
             try:
                 if work is not None:
                     work.wait()
-                for fn in after:
-                    fn()
-            except BaseException as e:  # the Future carries the failure to whoever waits on it
-                fut.set_exception(e)
+            except BaseException as e:  # the Futures carry the failure to whoever waits on them
+                for fut, _, _ in calls:
+                    fut.set_exception(e)
                 continue
-            fut.set_result(result)
+            for fut, value, post in calls:
+                try:
+                    for fn in post:
+                        fn()
+                except BaseException as e:
+                    fut.set_exception(e)
+                    continue
+                fut.set_result(value)
 
 
 class _FutureWork(dist.Work):
@@ -179,6 +186,14 @@ class StrataBackend(_C10dBackend):
         self.comm = comm
         self._waiter = _Waiter(f"strata-backend-{rank}")
 
+    # Plain attributes shadowing the C++ properties: torch reads them with getattr(), and for a Python
+    # backend that lookup recurses between pybind's property and the trampoline's override check.
+    # startCoalescing/endCoalescing do not reach Python backends, so batch_isend_irecv and
+    # _coalescing_manager issue calls one by one (still asynchronous); the fast paths (allreduce_coalesced,
+    # all_gather_single_coalesced, reduce_scatter_single_coalesced) run each batch as one Strata group.
+    supports_coalescing = False
+    supports_splitting = False
+
     def getBackendName(self) -> str:  # noqa: N802 (torch's name)
         return _BACKEND_NAME
 
@@ -200,10 +215,10 @@ class StrataBackend(_C10dBackend):
         """issue() issues Strata calls; they run as one asynchronous group. The returned Work completes
         (with `result` as its Future's value) after they finish and the copies back are done."""
         fut = Future()
+        post = ([prep.finish] if prep is not None and prep.post else []) + list(after)
         with _comm.group(async_op=True) as g:
             issue()
-        post = ([prep.finish] if prep is not None and prep.post else []) + list(after)
-        self._waiter.submit(g.work, fut, result, post)
+        self._waiter.submit(g.work, [(fut, result, post)])
         return _FutureWork(fut)
 
     # ---- collectives (the method names and signatures torch's Python backend trampoline calls) -----------
@@ -429,5 +444,10 @@ def allreduce_hook(state: StrataHookState, bucket) -> Future:
     tensor = bucket.buffer()
     fut = Future()
     work = state.comm.all_reduce(tensor.detach(), ReduceOp.AVG, async_op=True)
-    state._waiter.submit(work, fut, tensor, ())
+    state._waiter.submit(work, [(fut, tensor, ())])
     return fut
+
+
+# DDP compares the hook's annotations with these objects; this module's annotations are strings.
+allreduce_hook.__annotations__.update(bucket=dist.GradBucket, state=StrataHookState,
+                                      **{"return": Future[torch.Tensor]})
