@@ -79,6 +79,9 @@ def main():
               f"param checksum {checksum:.10f}", flush=True)
         if args.save:
             torch.save(params, args.save)
+    # Leave together: gloo has been seen to abort at exit ("terminate called without an active exception")
+    # when one rank tears its group down while its peer is still finishing the last step.
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import SOURCE_DIR, launch, needs_torch
 
 pytestmark = needs_torch
@@ -15,35 +17,35 @@ def test_backend_collectives():
     assert out.count("torch backend ok") == 3, out
 
 
-def test_ddp_matches_gloo(tmp_path):
-    """20 DDP steps from one seed on 2 ranks: over "strata", and over gloo with Strata's comm hook, the
-    parameters equal gloo's (allclose, rtol 1e-5)."""
-    out = launch(2, "ddp_compare", tmp_path, timeout=300)
+@pytest.fixture(scope="module")
+def ddp_runs(tmp_path_factory):
+    """20 DDP steps of examples/ddp_train.py's model from one seed on 2 ranks: over gloo, over "strata", and
+    over gloo with Strata's comm hook (one job; rank 0 leaves gloo's parameters in gloo.pt)."""
+    d = tmp_path_factory.mktemp("ddp")
+    return d, launch(2, "ddp_compare", d, timeout=300)
+
+
+def test_ddp_matches_gloo(ddp_runs):
+    _, out = ddp_runs
     print(out)
     assert out.count("allclose(rtol=1e-5) True") == 4, out
 
 
-def _torchrun(backend, save, port):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-           "--master-addr", "127.0.0.1", "--master-port", str(port),
-           os.path.join(SOURCE_DIR, "examples", "ddp_train.py"), "--backend", backend, "--save", str(save)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=300)
-    assert p.returncode == 0, f"torchrun {backend} exited {p.returncode}:\n{p.stdout[-6000:]}"
-    m = re.search(r"param checksum (-?[0-9.]+)", p.stdout)
-    assert m, p.stdout
-    assert len(re.findall(r"^step \d+ loss", p.stdout, re.M)) == 20, p.stdout
-    return float(m.group(1)), p.stdout
-
-
-def test_torchrun_example_matches_gloo(tmp_path):
+def test_torchrun_example_matches_gloo(ddp_runs, tmp_path):
+    """torchrun --nproc-per-node 2 examples/ddp_train.py --backend strata ends where gloo does."""
     import torch
 
-    port = random.randrange(20000, 31000)
-    strata_sum, out = _torchrun("strata", tmp_path / "strata.pt", port)
-    gloo_sum, _ = _torchrun("gloo", tmp_path / "gloo.pt", port + 7)
-    a, b = torch.load(tmp_path / "strata.pt"), torch.load(tmp_path / "gloo.pt")
-    diff = max(float((x - y).abs().max()) for x, y in zip(a, b))
-    print(f"torchrun ddp_train.py: strata checksum {strata_sum:.10f}, gloo {gloo_sum:.10f}, max |diff| {diff:.3g}")
-    assert all(torch.allclose(x, y, rtol=1e-5, atol=1e-7) for x, y in zip(a, b)), diff
-    assert abs(strata_sum - gloo_sum) <= 1e-5 * max(1.0, abs(gloo_sum))
+    ref_dir, _ = ddp_runs
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+           "--master-addr", "127.0.0.1", "--master-port", str(random.randrange(20000, 32000)),
+           os.path.join(SOURCE_DIR, "examples", "ddp_train.py"), "--backend", "strata",
+           "--save", str(tmp_path / "strata.pt")]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, f"torchrun exited {p.returncode}:\n{p.stdout[-6000:]}"
+    assert len(re.findall(r"^step \d+ loss", p.stdout, re.M)) == 20, p.stdout
+    assert re.search(r"^backend strata ranks 2 steps 20 .* param checksum -?[0-9.]+$", p.stdout, re.M), p.stdout
+    got, ref = torch.load(tmp_path / "strata.pt"), torch.load(ref_dir / "gloo.pt")
+    diff = max(float((a - b).abs().max()) for a, b in zip(got, ref))
+    print(f"torchrun ddp_train.py --backend strata vs gloo: max |diff| {diff:.3g}")
+    assert len(got) == len(ref) and all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(got, ref)), diff

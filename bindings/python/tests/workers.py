@@ -621,6 +621,8 @@ def ddp_compare(store_dir):
         results[(backend, hook)] = (losses, params)
         dist.destroy_process_group()
     ref_losses, ref = results[("gloo", False)]
+    if r == 0:
+        torch.save(ref, os.path.join(store_dir, "gloo.pt"))  # the reference of the torchrun test
     rc = 0
     for key in [("strata", False), ("gloo", True)]:
         losses, params = results[key]
