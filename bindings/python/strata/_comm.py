@@ -185,11 +185,15 @@ class Communicator:
             self.abort()
 
     def explain(self, collective: str, tensor) -> str:
-        """The algorithm Strata would choose for `collective` ("all_reduce", ...) on tensor (local)."""
+        """The algorithm Strata would choose for `collective` ("all_reduce", ...) called with tensor as its
+        input (local: no communication)."""
         kinds = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"]
         if collective not in kinds:
             raise ValueError(f"strata.explain: unknown collective {collective!r}; use one of {', '.join(kinds)}")
-        return self._c.explain(kinds.index(collective), _numel(tensor), tensor)
+        count = _numel(tensor)
+        if collective in ("reduce_scatter", "all_to_all"):
+            count //= self.size  # the C call's count is per rank there
+        return self._c.explain(kinds.index(collective), count, tensor)
 
     # ---- collectives -------------------------------------------------------------------------------------
     def _finish(self, native_work, result, async_op):
