@@ -211,6 +211,13 @@ void sameDtype(const Buffer& a, const Buffer& b, const std::string& what) {
 
 std::string str(size_t v) { return std::to_string(v); }
 
+// cudaStreamLegacy: device memory must never go with a NULL stream, which the C API reads as host buffers.
+constexpr uintptr_t kCudaStreamLegacy = 1;
+uintptr_t streamFor(const Buffer& b, uintptr_t stream) {
+  if (!b.onDevice) return 0;
+  return stream ? stream : kCudaStreamLegacy;
+}
+
 // ---- groups and asynchronous work ----------------------------------------------------------------------
 
 // Per-thread mirror of the C group depth plus the arrays of every call issued inside the open group: they
@@ -411,6 +418,7 @@ class Comm {
     sameDtype(s, d, what);
     if (s.count != d.count)
       raiseValue(what + ": output has " + str(d.count) + " elements but tensor has " + str(s.count));
+    stream = streamFor(s, stream);
     strataComm_t c = live(what);
     return launch(what, {s, d}, async, [=] {
       return strataAllReduce(s.data, d.data, s.count, s.dtype, static_cast<strataRedOp_t>(op), c, toStream(stream));
@@ -425,6 +433,7 @@ class Comm {
     if (s.count != d.count * n)
       raiseValue(what + ": tensor has " + str(s.count) + " elements; it must have size x output elements = " +
                  str(n) + " x " + str(d.count) + " = " + str(n * d.count));
+    stream = streamFor(s, stream);
     strataComm_t c = live(what);
     return launch(what, {s, d}, async, [=] {
       return strataReduceScatter(s.data, d.data, d.count, s.dtype, static_cast<strataRedOp_t>(op), c,
@@ -440,6 +449,7 @@ class Comm {
     if (d.count != s.count * n)
       raiseValue(what + ": output has " + str(d.count) + " elements; it must have size x tensor elements = " +
                  str(n) + " x " + str(s.count) + " = " + str(n * s.count));
+    stream = streamFor(s, stream);
     strataComm_t c = live(what);
     return launch(what, {s, d}, async,
                   [=] { return strataAllGather(s.data, d.data, s.count, s.dtype, c, toStream(stream)); });
@@ -451,6 +461,7 @@ class Comm {
     sameDtype(s, d, what);
     if (s.count != d.count)
       raiseValue(what + ": output has " + str(d.count) + " elements but tensor has " + str(s.count));
+    stream = streamFor(s, stream);
     strataComm_t c = live(what);
     return launch(what, {s, d}, async,
                   [=] { return strataBroadcast(s.data, d.data, s.count, s.dtype, root, c, toStream(stream)); });
@@ -462,6 +473,7 @@ class Comm {
     sameDtype(s, d, what);
     if (s.count != d.count)
       raiseValue(what + ": output has " + str(d.count) + " elements but tensor has " + str(s.count));
+    stream = streamFor(s, stream);
     strataComm_t c = live(what);
     return launch(what, {s, d}, async, [=] {
       return strataReduce(s.data, d.data, s.count, s.dtype, static_cast<strataRedOp_t>(op), root, c,
@@ -478,6 +490,7 @@ class Comm {
       raiseValue(what + ": output has " + str(d.count) + " elements but tensor has " + str(s.count));
     if (s.count % n != 0)
       raiseValue(what + ": tensor has " + str(s.count) + " elements, which is not a multiple of size " + str(n));
+    stream = streamFor(s, stream);
     strataComm_t c = live(what);
     return launch(what, {s, d}, async,
                   [=] { return strataAllToAll(s.data, d.data, s.count / n, s.dtype, c, toStream(stream)); });
@@ -486,6 +499,7 @@ class Comm {
   nb::object send(nb::handle buf, int peer, uintptr_t stream, bool async) {
     const std::string what = "strata.send";
     Buffer s = view(buf, what, "tensor", false);
+    stream = streamFor(s, stream);
     strataComm_t c = live(what);
     return launch(what, {s}, async, [=] { return strataSend(s.data, s.count, s.dtype, peer, c, toStream(stream)); });
   }
@@ -493,6 +507,7 @@ class Comm {
   nb::object recv(nb::handle buf, int peer, uintptr_t stream, bool async) {
     const std::string what = "strata.recv";
     Buffer d = view(buf, what, "tensor", true);
+    stream = streamFor(d, stream);
     strataComm_t c = live(what);
     return launch(what, {d}, async, [=] { return strataRecv(d.data, d.count, d.dtype, peer, c, toStream(stream)); });
   }

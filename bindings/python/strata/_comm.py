@@ -14,14 +14,6 @@ import weakref
 
 from . import _strata
 
-# DLPack device types (dlpack.h): host-accessible ones run on the host path, the CUDA ones pass a stream.
-_DL_CUDA = 2
-_DL_CUDA_MANAGED = 13
-# cudaStreamLegacy: the legacy default stream. torch reports its default stream as 0, which Strata's C API
-# would read as "host buffers", so device tensors on the default stream pass this handle instead.
-_CUDA_STREAM_LEGACY = 1
-
-
 class ReduceOp(enum.IntEnum):
     """Reduction operators (strataRedOp_t). Avg divides the sum by size (integers truncate)."""
 
@@ -58,7 +50,9 @@ def _is_torch(x) -> bool:
 
 
 def _prepare(x):
-    """The array to hand to the native layer, and the CUDA stream (0 for host memory)."""
+    """The array to hand to the native layer, and the CUDA stream its work is ordered on: the caller's
+    current stream for a torch CUDA tensor; 0 otherwise (for other device tensors the native layer uses the
+    legacy default stream, and host memory takes none)."""
     if _is_torch(x):
         if x.requires_grad:
             # DLPack refuses tensors that require grad; collectives act on the data, as torch.distributed does.
@@ -66,13 +60,7 @@ def _prepare(x):
         if x.device.type == "cuda":
             import torch
 
-            return x, torch.cuda.current_stream(x.device).cuda_stream or _CUDA_STREAM_LEGACY
-        return x, 0
-    dev = getattr(x, "__dlpack_device__", None)
-    if dev is not None and not hasattr(x, "__array_interface__"):
-        device_type = int(dev()[0])
-        if device_type in (_DL_CUDA, _DL_CUDA_MANAGED):
-            return x, _CUDA_STREAM_LEGACY
+            return x, torch.cuda.current_stream(x.device).cuda_stream
     return x, 0
 
 
