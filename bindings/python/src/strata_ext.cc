@@ -639,7 +639,7 @@ NB_MODULE(_strata, m) {
   gErrors.timeout = newError(m, "StrataTimeoutError", bases(gErrors.base, PyExc_TimeoutError),
                              "strataTimeout: a wait passed STRATA_TIMEOUT_MS.");
   gErrors.cuda = newError(m, "CudaError", gErrors.base,
-                          "strataUnhandledCudaError: a CUDA buffer or stream this build cannot serve, or a CUDA failure.");
+                          "strataUnhandledCudaError: device memory this build cannot serve, or a CUDA failure.");
 
   m.attr("UNIQUE_ID_BYTES") = STRATA_UNIQUE_ID_BYTES;
   int version = 0;

@@ -585,7 +585,23 @@ def torch_backend():
     except Exception as e:
         if "BAND" not in str(e):
             fails.append(f"BAND raised without naming it: {e}")
-    dist.destroy_process_group()
+    # The last rank leaves (status 0, so the launcher lets it go): the others' collective fails through the
+    # Work's Future with Strata's message naming it, instead of hanging.
+    dist.barrier()
+    if r == n - 1 and n >= 2:
+        print(f"rank {r}: torch backend ok (leaving)", flush=True)
+        os._exit(0)
+    if n >= 2:
+        try:
+            dist.all_reduce(torch.ones(1 << 16))
+            fails.append("all_reduce with a dead peer returned")
+        except Exception as e:
+            if f"rank {n - 1}" not in str(e) or "died" not in str(e):
+                fails.append(f"dead peer error does not name rank {n - 1}: {e}")
+            else:
+                print(f"rank {r}: dead peer: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+    else:
+        dist.destroy_process_group()
     if fails:
         print(f"rank {r}: {len(fails)} torch backend checks failed:\n  " + "\n  ".join(fails), file=sys.stderr)
         return 1
