@@ -259,7 +259,7 @@ class Work {
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
   ~Work() {
-    if (!work_) return;
+    if (!work_) return;  // (no wait can be running: a waiting thread holds a reference to this object)
     int done = 0;
     strataWorkTest(work_, &done);
     if (done) {
@@ -270,22 +270,31 @@ class Work {
   }
 
   /// Waits up to timeout seconds (None: no limit): true when complete, false on timeout. Raises if the
-  /// work failed, on this and every later wait().
+  /// work failed, on this and every later wait(). Threads may wait on one Work at once: the handle is freed
+  /// only when no wait is inside the C call any more.
   bool wait(std::optional<double> timeoutSec) {
-    if (work_) {
+    if (!done_) {
       if (timeoutSec && !(*timeoutSec >= 0)) raiseValue("Work.wait: timeout must be >= 0 seconds or None");
       const int64_t ms = timeoutSec ? static_cast<int64_t>(*timeoutSec * 1000.0) : -1;
+      strataWork_t w = work_;
       strataResult_t r;
+      ++waiters_;
       {
         nb::gil_scoped_release release;
-        r = strataWorkWait(work_, ms);
+        r = strataWorkWait(w, ms);
       }
-      if (r == strataInProgress) return false;
-      if (r != strataSuccess) error_ = strataWorkError(work_);
-      result_ = r;
-      strataWorkFree(work_);
-      work_ = nullptr;
-      keep_.clear();
+      --waiters_;
+      if (r == strataInProgress && !done_) return false;
+      if (!done_) {
+        done_ = true;
+        result_ = r;
+        if (r != strataSuccess) error_ = strataWorkError(w);
+        keep_.clear();
+      }
+      if (waiters_ == 0 && work_) {
+        strataWorkFree(work_);
+        work_ = nullptr;
+      }
     }
     if (result_ != strataSuccess) raiseResult(result_, what_, error_);
     return true;
@@ -293,7 +302,7 @@ class Work {
 
   /// True once the work has completed, successfully or not (wait() reports a failure).
   bool isCompleted() {
-    if (!work_) return true;
+    if (done_ || !work_) return true;
     int done = 0;
     strataWorkTest(work_, &done);
     return done != 0;
@@ -301,7 +310,7 @@ class Work {
 
   /// The failure message of completed work; "" while it runs or after success.
   std::string error() {
-    if (!work_) return error_;
+    if (done_ || !work_) return error_;
     return isCompleted() ? strataWorkError(work_) : "";
   }
 
@@ -311,6 +320,8 @@ class Work {
   std::string what_;
   std::string error_;
   strataResult_t result_ = strataSuccess;
+  bool done_ = false;  // wait() has seen the work complete and recorded its result
+  int waiters_ = 0;    // threads inside strataWorkWait (changed with the GIL held)
 };
 
 // ---- communicator --------------------------------------------------------------------------------------

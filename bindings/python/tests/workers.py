@@ -355,9 +355,14 @@ def async_work():
             w = comm.all_reduce(np.ones(4, np.float32), async_op=True)
             assert w.wait(timeout=0.05) is False
             assert not w.is_completed()
+            # Two threads wait on the same Work.
+            other = []
+            t = threading.Thread(target=lambda: other.append(w.wait(timeout=120)))
+            t.start()
             side.send(np.ones(1, np.int32), 1)
             assert w.wait(timeout=None)
-            assert w.is_completed()
+            t.join()
+            assert other == [True] and w.is_completed()
         else:
             if r == 1:
                 side.recv(go, 0)
