@@ -2,6 +2,8 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <iterator>
 #include <mutex>
@@ -18,17 +20,22 @@ struct strataComm {
   std::shared_ptr<strata::Communicator> impl;
   std::mutex errorMutex;
   std::string lastError;
+  uint64_t lastErrorSeq = 0;  // when lastError was recorded, in gErrorSeq's order
 };
 
 struct strataWork {
   std::vector<std::shared_ptr<strata::Task>> tasks;
-  std::string error;
+  std::atomic<bool> failureRecorded{false};  // strataWorkTest records a failure once, not on every poll
 };
 
 namespace strata {
 namespace {
 
 thread_local std::string tLastError;
+thread_local uint64_t tLastErrorSeq = 0;
+// Orders every recorded error, so strataGetLastError(comm) can return the newer of the calling thread's
+// last error and the communicator's (which an asynchronous failure on its worker thread may have set).
+std::atomic<uint64_t> gErrorSeq{0};
 
 
 // Live communicators: calls on anything else (destroyed or garbage) get strataInvalidUsage, not a crash.
@@ -44,10 +51,13 @@ bool isLive(strataComm* c) {
 }
 
 strataResult_t record(strataComm* comm, strataResult_t code, const std::string& msg) {
+  const uint64_t seq = gErrorSeq.fetch_add(1, std::memory_order_relaxed) + 1;
   tLastError = msg;
+  tLastErrorSeq = seq;
   if (comm && isLive(comm)) {
     std::lock_guard<std::mutex> lk(comm->errorMutex);
     comm->lastError = msg;
+    comm->lastErrorSeq = seq;
   }
   STRATA_WARN(kLogAll, "%s: %s", strataGetErrorString(code), msg.c_str());
   return code;
@@ -144,8 +154,9 @@ const char* strataGetErrorString(strataResult_t r) {
 const char* strataGetLastError(strataComm_t comm) {
   if (comm && isLive(comm)) {
     std::lock_guard<std::mutex> lk(comm->errorMutex);
-    if (!comm->lastError.empty()) {
+    if (comm->lastErrorSeq > tLastErrorSeq) {
       tLastError = comm->lastError;
+      tLastErrorSeq = comm->lastErrorSeq;
     }
   }
   return tLastError.c_str();
@@ -416,17 +427,27 @@ strataResult_t strataGroupEndAsync(strataWork_t* work) {
   return groupEnd(work);
 }
 
+// The first failed task of finished work, or null. A finished task's result and error never change, so
+// several threads may read them at once.
+static const Task* firstFailure(strataWork_t work) {
+  for (auto& t : work->tasks)
+    if (t->done() && t->result() != strataSuccess) return t.get();
+  return nullptr;
+}
+
 strataResult_t strataWorkWait(strataWork_t work, int64_t timeoutMs) {
   if (!work) return record(nullptr, strataInvalidArgument, "strataWorkWait: work is NULL");
+  // One deadline for the whole work, not timeoutMs per task.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeoutMs, 0));
   for (auto& t : work->tasks) {
-    if (!t->wait(timeoutMs)) return strataInProgress;
-  }
-  for (auto& t : work->tasks) {
-    if (t->result() != strataSuccess) {
-      work->error = t->error();
-      return record(nullptr, t->result(), t->error());
+    int64_t left = -1;
+    if (timeoutMs >= 0) {
+      left = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      deadline - std::chrono::steady_clock::now()).count());
     }
+    if (!t->wait(left)) return strataInProgress;
   }
+  if (const Task* f = firstFailure(work)) return record(nullptr, f->result(), f->error());
   return strataSuccess;
 }
 
@@ -436,17 +457,18 @@ strataResult_t strataWorkTest(strataWork_t work, int* done) {
   for (auto& t : work->tasks)
     if (!t->done()) return strataSuccess;
   *done = 1;
-  return strataWorkWait(work, 0);
+  // A failure is returned on every poll, but recorded (strataGetLastError, the log) only on the first.
+  if (const Task* f = firstFailure(work)) {
+    if (!work->failureRecorded.exchange(true)) return record(nullptr, f->result(), f->error());
+    return f->result();
+  }
+  return strataSuccess;
 }
 
 const char* strataWorkError(strataWork_t work) {
   if (!work) return "";
-  for (auto& t : work->tasks)
-    if (t->done() && t->result() != strataSuccess) {
-      work->error = t->error();
-      break;
-    }
-  return work->error.c_str();
+  const Task* f = firstFailure(work);
+  return f ? f->error().c_str() : "";
 }
 
 strataResult_t strataWorkFree(strataWork_t work) {

@@ -121,6 +121,22 @@ TEST(CApi, GroupsAndAsyncWork) {
   EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
 }
 
+// strataGetLastError(comm) returns the newest error: an error recorded without a communicator (a group
+// misuse) after one recorded on the communicator must not be hidden by the older one, and vice versa.
+TEST(CApi, LastErrorIsTheNewest) {
+  strataComm_t comm = oneRankComm();
+  float x = 1;
+  ASSERT_EQ(strataAllReduce(nullptr, &x, 1, strataFloat32, strataSum, comm, nullptr), strataInvalidArgument);
+  EXPECT_NE(std::string(strataGetLastError(comm)).find("sendbuff is NULL"), std::string::npos);
+  ASSERT_EQ(strataGroupEnd(), strataInvalidUsage);
+  EXPECT_NE(std::string(strataGetLastError(comm)).find("strataGroupEnd without strataGroupStart"), std::string::npos)
+      << strataGetLastError(comm);
+  ASSERT_EQ(strataAllReduce(&x, &x, 1, static_cast<strataDataType_t>(42), strataSum, comm, nullptr),
+            strataInvalidArgument);
+  EXPECT_NE(std::string(strataGetLastError(comm)).find("datatype 42"), std::string::npos) << strataGetLastError(comm);
+  EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
+}
+
 TEST(CApi, PreMulSumAndAvgOnOneRank) {
   strataComm_t comm = oneRankComm();
   double s = 3.0;
