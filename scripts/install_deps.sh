@@ -38,6 +38,7 @@ for entry in "${PIP_PACKAGES[@]}"; do
 done
 if ((${#pmissing[@]})); then
   echo "[install_deps] pip install ${pmissing[*]}"
-  $PY -m pip install -q "${pmissing[@]}"
+  # --no-cache-dir: the torch wheel and its CUDA libraries are ~5 GB installed; a cached copy would double it.
+  $PY -m pip install -q --no-cache-dir "${pmissing[@]}"
 fi
 echo "[install_deps] all dependencies present"
