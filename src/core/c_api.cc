@@ -113,12 +113,12 @@ strataResult_t issue(strataComm* comm, const CollCall& call) {
   if (!isLive(comm))
     return record(nullptr, strataInvalidUsage, "invalid communicator (NULL, destroyed, or never initialised)");
   return guarded(comm, [&] {
-    comm->impl->validate(call);
     if (tGroup.depth > 0) {
+      comm->impl->validate(call);  // now, so the error belongs to this call and not to strataGroupEnd
       tGroup.calls.emplace_back(comm->impl, call);
       return;
     }
-    comm->impl->run(std::span<const CollCall>(&call, 1));
+    comm->impl->run(std::span<const CollCall>(&call, 1));  // validates as it executes
   });
 }
 

@@ -16,9 +16,22 @@ PlanRunner::PlanRunner(const Plan& plan, std::vector<void*> buffers, strataDataT
       op_(op),
       pieceElems_(std::max<size_t>(1, pieceBytes / std::max<size_t>(1, dtypeSize(dtype)))),
       connFor_(std::move(connFor)),
-      conns_(static_cast<size_t>(plan.nranks), nullptr),
-      lanes_(plan.lanes.size()),
+      nConns_(static_cast<size_t>(std::max(plan.nranks, 0))),
+      nLanes_(plan.lanes.size()),
       lanesLeft_(plan.lanes.size()) {
+  if (nConns_ <= kInlinePeers) {
+    conns_ = connInline_.data();
+    std::fill_n(conns_, nConns_, nullptr);
+  } else {
+    connHeap_.assign(nConns_, nullptr);
+    conns_ = connHeap_.data();
+  }
+  if (nLanes_ <= kInlineLanes) {
+    lanes_ = laneInline_.data();
+  } else {
+    laneHeap_.resize(nLanes_);
+    lanes_ = laneHeap_.data();
+  }
   if (elemSize_ == 0) throw InternalError("PlanRunner: invalid dtype");
   // Lanes with no ops are done from the start.
   for (size_t l = 0; l < plan_.lanes.size(); ++l)
@@ -143,16 +156,16 @@ bool PlanRunner::advanceLane(size_t l) {
 
 bool PlanRunner::progress() {
   bool moved = false;
-  for (Connection* c : conns_)
-    if (c) moved |= c->progress();
-  for (size_t l = 0; l < lanes_.size(); ++l)
+  for (size_t p = 0; p < nConns_; ++p)
+    if (conns_[p]) moved |= conns_[p]->progress();
+  for (size_t l = 0; l < nLanes_; ++l)
     if (lanes_[l].op < plan_.lanes[l].size()) moved |= advanceLane(l);
   return moved;
 }
 
 std::vector<int> PlanRunner::stalledPeers() const {
   std::vector<int> peers;
-  for (size_t l = 0; l < lanes_.size(); ++l) {
+  for (size_t l = 0; l < nLanes_; ++l) {
     if (lanes_[l].op >= plan_.lanes[l].size()) continue;
     const Op& op = plan_.lanes[l][lanes_[l].op];
     if (op.recvPeer >= 0) peers.push_back(op.recvPeer);
@@ -165,7 +178,7 @@ std::vector<int> PlanRunner::stalledPeers() const {
 
 std::string PlanRunner::describeStall() const {
   std::string out;
-  for (size_t l = 0; l < lanes_.size(); ++l) {
+  for (size_t l = 0; l < nLanes_; ++l) {
     if (lanes_[l].op >= plan_.lanes[l].size()) continue;
     const Op& op = plan_.lanes[l][lanes_[l].op];
     if (!out.empty()) out += "; ";

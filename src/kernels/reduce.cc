@@ -107,7 +107,11 @@ const char* kernelIsaName(KernelIsa isa) {
 }
 
 bool dtypeValid(int dt) { return dt >= 0 && dt < strataNumTypes; }
-size_t dtypeSize(strataDataType_t dt) { return dtypeValid(dt) ? kDtypes[dt].size : 0; }
+static_assert([] {
+  for (int t = 0; t < strataNumTypes; ++t)
+    if (kDtypes[t].size != dtypeSize(static_cast<strataDataType_t>(t))) return false;
+  return true;
+}(), "dtypeSize (reduce.h) and kDtypes disagree");
 const char* dtypeName(strataDataType_t dt) { return dtypeValid(dt) ? kDtypes[dt].name : "invalid"; }
 bool dtypeIsFloat(strataDataType_t dt) { return dtypeValid(dt) && kDtypes[dt].isFloat; }
 
