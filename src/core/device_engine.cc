@@ -132,8 +132,19 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
   joinChain(stream);
   const Direct kind = calls.size() == 1 ? directKind(calls[0]) : Direct::kNone;
   if (kind != Direct::kNone && directState_ == DirectState::kUnset) setupDirect(device);
-  if (kind != Direct::kNone && directState_ == DirectState::kOn && device == directDevice_) {
-    enqueueDirect(calls[0], kind, stream);
+  if (kind != Direct::kNone && directState_ == DirectState::kOn) {
+    // Every rank takes the direct path for this call, so a buffer it cannot use is an error here, not a
+    // silent switch to the staged path (which would leave the peers waiting in their streams).
+    const CollCall& c = calls[0];
+    if (device != directDevice_)
+      throw InvalidUsage(strprintf("rank %d: all-reduce on device %d, but this communicator's CUDA IPC buffers are on "
+                                   "device %d; use one device per rank and communicator",
+                                   comm_.rank(), device, directDevice_));
+    if (api_.pointerDevice(c.sendbuff) != device || api_.pointerDevice(c.recvbuff) != device)
+      throw InvalidArgument(strprintf("rank %d: all-reduce with a CUDA stream needs sendbuff and recvbuff in device "
+                                      "memory of device %d (sendbuff %p, recvbuff %p)",
+                                      comm_.rank(), device, c.sendbuff, c.recvbuff));
+    enqueueDirect(c, kind, stream);
   } else {
     enqueueStaged(calls, stream);
   }
@@ -408,12 +419,20 @@ void DeviceEngine::enqueueStaged(std::span<const CollCall> calls, void* stream) 
   Slot* sp = &slot;
   const int64_t timeoutMs = comm_.config().timeoutMs;
   const int rank = comm_.rank();
-  auto before = [sp, timeoutMs, rank] {
+  Communicator* comm = &comm_;
+  auto before = [sp, timeoutMs, rank, comm] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
     std::unique_lock<std::mutex> lk(sp->mutex);
-    if (!sp->cv.wait_for(lk, std::chrono::milliseconds(timeoutMs), [&] { return sp->inputsReady; }))
-      throw TimeoutError(strprintf("rank %d: a device collective's inputs did not reach host memory within %lld ms "
-                                   "(STRATA_TIMEOUT_MS): is its CUDA stream blocked?",
-                                   rank, static_cast<long long>(timeoutMs)));
+    // Woken by the stream; every 10 ms also checks for an abort or a peer's failure.
+    while (!sp->cv.wait_for(lk, std::chrono::milliseconds(10), [&] { return sp->inputsReady; })) {
+      if (comm->asyncError() != strataSuccess)
+        throw Error(comm->asyncError(), strprintf("rank %d: device collective abandoned: %s", rank,
+                                                  comm->asyncErrorMessage().c_str()));
+      if (std::chrono::steady_clock::now() > deadline)
+        throw TimeoutError(strprintf("rank %d: a device collective's inputs did not reach host memory within %lld ms "
+                                     "(STRATA_TIMEOUT_MS): is its CUDA stream blocked?",
+                                     rank, static_cast<long long>(timeoutMs)));
+    }
   };
   // Raised whatever happened: a failed collective must not leave the stream waiting forever. The error is the
   // communicator's asynchronous error (strataCommGetAsyncError), as in NCCL.
