@@ -45,7 +45,11 @@ class CudaRuntimeApi final : public CudaApi {
     return cudaSuccess;
   }
 
-  const char* errorString(int err) override { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
+  const char* errorString(int err) override {
+    // The driver's own code is the value minus kDriverErrorBase; the caller's message includes the value.
+    if (err >= kDriverErrorBase) return "CUDA driver error in a stream memory operation (CUresult = code - 100000)";
+    return cudaGetErrorString(static_cast<cudaError_t>(err));
+  }
 
   int pointerDevice(const void* p) override {
     cudaPointerAttributes a{};
@@ -118,7 +122,7 @@ class CudaRuntimeApi final : public CudaApi {
   int streamWaitValue(void* s, void* addr, uint32_t value) override {
     if (waitValue_)
       return translate(waitValue_(static_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(addr), value,
-                                  CU_STREAM_WAIT_VALUE_GEQ | CU_STREAM_WAIT_VALUE_FLUSH));
+                                  CU_STREAM_WAIT_VALUE_GEQ));
     return cudaWaitFlagKernel(s, addr, value);
   }
   int streamWriteValue(void* s, void* addr, uint32_t value) override {
@@ -135,8 +139,10 @@ class CudaRuntimeApi final : public CudaApi {
   }
 
  private:
-  // Driver results have no runtime equivalent; any failure is reported as a launch failure of the operation.
-  static int translate(CUresult r) { return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorLaunchFailure; }
+  // Driver results are not runtime codes: they are passed on offset by kDriverErrorBase, so the message can
+  // tell them apart (and the original CUresult can be read back).
+  static constexpr int kDriverErrorBase = 100000;
+  static int translate(CUresult r) { return r == CUDA_SUCCESS ? cudaSuccess : kDriverErrorBase + static_cast<int>(r); }
 
   void loadMemOps() {
     std::call_once(memOpsOnce_, [&] {

@@ -194,15 +194,21 @@ __global__ void __launch_bounds__(512) reduceKernel(void* dst, Sources s, int ns
       uint4 u;
       S e[kPer];
     };
-    Vec in;
-    in.u = *reinterpret_cast<const uint4*>(static_cast<const S*>(s.p[0]) + base);
+    // Every source's load is issued before any is used, so a thread has all of them in flight at once
+    // instead of paying one memory latency per source.
+    Vec in[kCudaMaxReduceSources];
+#pragma unroll
+    for (int k = 0; k < kCudaMaxReduceSources; ++k)
+      if (k < nsrcs) in[k].u = *reinterpret_cast<const uint4*>(static_cast<const S*>(s.p[k]) + base);
     typename E::Acc acc[kPer];
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) acc[j] = E::widen(in.e[j]);
-    for (int k = 1; k < nsrcs; ++k) {
-      in.u = *reinterpret_cast<const uint4*>(static_cast<const S*>(s.p[k]) + base);
+    for (int j = 0; j < kPer; ++j) acc[j] = E::widen(in[0].e[j]);
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) acc[j] = combine<K>(acc[j], E::widen(in.e[j]));
+    for (int k = 1; k < kCudaMaxReduceSources; ++k) {
+      if (k < nsrcs) {
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) acc[j] = combine<K>(acc[j], E::widen(in[k].e[j]));
+      }
     }
     Vec out;
 #pragma unroll
@@ -226,15 +232,20 @@ cudaError_t launchTyped(void* dst, const Sources& s, int nsrcs, size_t count, cu
     if (head > count) head = count;
     nvec = (count - head) / kPer;
   }
-  // Enough blocks to fill every SM a few times over; the grid-stride loop covers the rest. Small counts get
-  // a grid sized to the work, so an 8-byte all-reduce launches one block.
-  static int maxBlocks = [] {
-    int dev = 0, sms = 0;
+  constexpr int kThreads = 512;
+  // One full wave: as many blocks as the SMs hold at once for this instantiation (its register use decides),
+  // and the grid-stride loop covers the rest; a second wave would only add a tail. Small counts get a grid
+  // sized to the work, so an 8-byte all-reduce launches one block. Computed once per instantiation, for the
+  // device current at the first launch (ranks use one device each).
+  static const int maxBlocks = [] {
+    int dev = 0, sms = 0, perSm = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
       sms = 80;
-    return sms * 4;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, reduceKernel<Tag, K>, kThreads, 0) != cudaSuccess ||
+        perSm < 1)
+      perSm = 1;
+    return sms * perSm;
   }();
-  constexpr int kThreads = 512;
   const size_t items = nvec + (count - nvec * kPer);  // vectors plus scalars, an upper bound on the parallel work
   size_t blocks = (items + kThreads - 1) / kThreads;
   if (blocks < 1) blocks = 1;
