@@ -226,6 +226,27 @@ Communicator::~Communicator() {
 }
 
 void Communicator::destroy() {
+  // Device work first, while the communicator still runs collectives: the engine may need a barrier before
+  // its CUDA IPC buffers can be freed (DeviceEngine::quiesce).
+  if (!aborted_.load() && !failed_.load()) {
+    DeviceEngine* engine = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(deviceMutex_);
+      engine = device_.get();
+    }
+    bool live = false;
+    {
+      std::lock_guard<std::mutex> lk(queueMutex_);
+      live = !destroyed_;
+    }
+    if (engine && live) {
+      try {
+        engine->quiesce();
+      } catch (const Error& e) {
+        STRATA_WARN(kLogColl, "rank %d: %s", rank_, e.what());
+      }
+    }
+  }
   {
     std::unique_lock<std::mutex> lk(queueMutex_);
     if (destroyed_) return;

@@ -52,6 +52,7 @@ struct DeviceEngine::Slot {
   std::mutex mutex;
   std::condition_variable cv;
   bool inputsReady = false;
+  bool abandoned = false;  // the stream work could not be enqueued; the worker fails the calls
   bool hostDone = true;  // the worker has finished with the slot (flag raised)
 
   static void inputsArrived(void* arg) {
@@ -68,6 +69,23 @@ DeviceEngine::DeviceEngine(Communicator& comm, CudaApi& api) : comm_(comm), api_
   check(api_.eventCreate(&chainEvent_), "cudaEventCreate");
   directMaxBytes_ = comm_.config().gpuDirectMaxBytes;
   oneShotMaxBytes_ = comm_.config().gpuOneShotMaxBytes;
+}
+
+void DeviceEngine::quiesce() {
+  std::lock_guard<std::mutex> lk(mutex_);
+  if (quiesced_) return;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeoutMs);
+  while (api_.eventQuery(chainEvent_) == kCudaErrorNotReady) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw TimeoutError(strprintf("rank %d: device work not finished at communicator destruction", comm_.rank()));
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  if (directState_ == DirectState::kOn) {
+    // Every rank's GPU is past its last read of our buffers once every rank got here.
+    CollCall barrier{CollKind::kBarrier, nullptr, nullptr, 0, strataInt8, strataSum, 0, -1};
+    comm_.run(std::span<const CollCall>(&barrier, 1));
+  }
+  quiesced_ = true;
 }
 
 DeviceEngine::~DeviceEngine() {
@@ -95,7 +113,14 @@ DeviceEngine::~DeviceEngine() {
   }
   for (size_t r = 0; r < peerBase_.size(); ++r)
     if (static_cast<int>(r) != comm_.rank() && peerBase_[r]) api_.ipcCloseMemHandle(peerBase_[r]);
-  if (ipcBase_) api_.deviceFree(ipcBase_);
+  if (ipcBase_) {
+    if (quiesced_ || directState_ != DirectState::kOn) {
+      api_.deviceFree(ipcBase_);
+    } else {
+      STRATA_WARN(kLogColl, "rank %d: CUDA IPC buffer left allocated: peers may still read it (communicator aborted "
+                  "or a peer failed before destroy)", comm_.rank());
+    }
+  }
   api_.eventDestroy(chainEvent_);
 }
 
@@ -401,21 +426,13 @@ void DeviceEngine::enqueueStaged(std::span<const CollCall> calls, void* stream) 
   {
     std::lock_guard<std::mutex> lk(slot.mutex);
     slot.inputsReady = false;
+    slot.abandoned = false;
     slot.hostDone = false;
   }
   const uint32_t epoch = ++slot.epoch;
-  // GPU side: inputs to the host, tell the worker, wait for its flag, outputs back.
-  for (const Range& r : merged)
-    if (r.in) check(api_.memcpyAsync(host + r.offset, r.begin, static_cast<size_t>(r.end - r.begin), stream),
-                    "cudaMemcpyAsync (device to staging)");
-  check(api_.launchHostFunc(stream, &Slot::inputsArrived, &slot), "cudaLaunchHostFunc");
-  check(api_.streamWaitValue(stream, slot.flagDev, epoch), "stream flag wait");
-  for (const Range& r : merged)
-    if (r.out) check(api_.memcpyAsync(const_cast<char*>(r.begin), host + r.offset, static_cast<size_t>(r.end - r.begin),
-                                      stream),
-                     "cudaMemcpyAsync (staging to device)");
-  check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
-  // Host side: the communicator's worker runs the calls in issue order with every other call on it.
+  // Host side first: the communicator's worker runs the calls in issue order with every other call on it, once
+  // the stream says the inputs are in host memory. (Queued before the stream work so that nothing depends on
+  // the stream operations being asynchronous.)
   Slot* sp = &slot;
   const int64_t timeoutMs = comm_.config().timeoutMs;
   const int rank = comm_.rank();
@@ -433,6 +450,8 @@ void DeviceEngine::enqueueStaged(std::span<const CollCall> calls, void* stream) 
                                      "(STRATA_TIMEOUT_MS): is its CUDA stream blocked?",
                                      rank, static_cast<long long>(timeoutMs)));
     }
+    if (sp->abandoned)
+      throw CudaError(strprintf("rank %d: device collective abandoned: enqueueing its stream work failed", rank));
   };
   // Raised whatever happened: a failed collective must not leave the stream waiting forever. The error is the
   // communicator's asynchronous error (strataCommGetAsyncError), as in NCCL.
@@ -444,7 +463,30 @@ void DeviceEngine::enqueueStaged(std::span<const CollCall> calls, void* stream) 
   try {
     comm_.submit(std::move(hostCalls), before, after);
   } catch (...) {
-    after(strataInternalError);  // the stream already waits on this flag
+    after(strataInternalError);
+    throw;
+  }
+  // GPU side: inputs to the host, tell the worker, wait for its flag, outputs back.
+  try {
+    for (const Range& r : merged)
+      if (r.in) check(api_.memcpyAsync(host + r.offset, r.begin, static_cast<size_t>(r.end - r.begin), stream),
+                      "cudaMemcpyAsync (device to staging)");
+    check(api_.launchHostFunc(stream, &Slot::inputsArrived, &slot), "cudaLaunchHostFunc");
+    check(api_.streamWaitValue(stream, slot.flagDev, epoch), "stream flag wait");
+    for (const Range& r : merged)
+      if (r.out)
+        check(api_.memcpyAsync(const_cast<char*>(r.begin), host + r.offset, static_cast<size_t>(r.end - r.begin),
+                               stream),
+              "cudaMemcpyAsync (staging to device)");
+    check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
+  } catch (...) {
+    // The worker must not wait for inputs that will never come.
+    {
+      std::lock_guard<std::mutex> lk(slot.mutex);
+      slot.abandoned = true;
+      slot.inputsReady = true;
+    }
+    slot.cv.notify_all();
     throw;
   }
 }

@@ -40,6 +40,12 @@ class DeviceEngine {
   /// throw; errors of the collective itself become the communicator's asynchronous error.
   void enqueue(std::span<const CollCall> calls, void* stream);
 
+  /// Called by Communicator::destroy while the communicator still works: waits until the GPU has finished this
+  /// communicator's work, then, if CUDA IPC buffers are shared, a host barrier: after it no peer reads this
+  /// rank's buffers, so they can be freed. Without it (abort, a failed peer) the destructor leaks them rather
+  /// than free memory a peer's kernel may still read. This makes destroy collective once the IPC path was used.
+  void quiesce();
+
   /// Which path a call would take ("direct-oneshot", "direct-twoshot", "staged"); for tools and tests.
   std::string pathFor(const CollCall& call) const;
 
@@ -75,6 +81,7 @@ class DeviceEngine {
   void* ipcBase_ = nullptr;           // this rank's exported allocation
   std::vector<char*> peerBase_;       // every rank's allocation as mapped here (own included)
   uint32_t epoch_ = 0;                // direct calls so far (identical on every rank)
+  bool quiesced_ = false;             // quiesce() completed: peers no longer read our IPC buffers
 };
 
 }  // namespace strata

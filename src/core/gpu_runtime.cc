@@ -118,6 +118,13 @@ CudaApi& cudaApi() {
   return *gApi;
 }
 
+void setCudaApiForTesting(CudaApi* api) {
+  std::lock_guard<std::mutex> lk(gLoadMutex);
+  gApi = api;
+  gTried = api != nullptr;
+  gLoadError.clear();
+}
+
 int devicePointerOwner(const void* p) {
   if (!p || !cudaDriverLoaded()) return -1;
   CudaApi* api = nullptr;

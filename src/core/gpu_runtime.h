@@ -18,6 +18,9 @@ bool cudaDriverLoaded();
 /// calls without retrying the load.
 CudaApi& cudaApi();
 
+/// Tests only: makes cudaApi() return `api` (nullptr: forget it and load the real one on next use).
+void setCudaApiForTesting(CudaApi* api);
+
 /// The device owning `p` if it is device or managed memory, else -1. Never loads CUDA: without the driver in
 /// the process every pointer is host memory.
 int devicePointerOwner(const void* p);
