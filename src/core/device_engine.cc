@@ -51,7 +51,7 @@ struct DeviceEngine::Slot {
   // Set by the stream (host function) once the inputs are in host memory; read by the worker.
   std::mutex mutex;
   std::condition_variable cv;
-  bool inputsReady = false;
+  uint32_t arrived = 0;    // parts of the current use whose inputs are in host memory
   bool abandoned = false;  // the stream work could not be enqueued; the worker fails the calls
   bool hostDone = true;  // the worker has finished with the slot (flag raised)
 
@@ -59,7 +59,7 @@ struct DeviceEngine::Slot {
     Slot* s = static_cast<Slot*>(arg);
     {
       std::lock_guard<std::mutex> lk(s->mutex);
-      s->inputsReady = true;
+      ++s->arrived;
     }
     s->cv.notify_all();
   }
@@ -423,68 +423,125 @@ void DeviceEngine::enqueueStaged(std::span<const CollCall> calls, void* stream) 
     c.device = false;
     c.stream = nullptr;
   }
+
+  // Parts: the group as one part, or a large all-reduce cut into chunks (all-reduce is element-wise, so a
+  // chunk is an all-reduce of its own). Each part's inputs go to the host, the worker runs it, its outputs come
+  // back, and the parts pipeline: the network moves chunk i while the copy engines move chunks i+1 in and i-1
+  // out.
+  struct Span {
+    const char* dev;  // device address
+    char* host;
+    size_t bytes;
+  };
+  struct Part {
+    std::vector<CollCall> calls;
+    std::vector<Span> in, out;
+  };
+  std::vector<Part> parts;
+  const size_t chunk = comm_.config().gpuStageChunkBytes;
+  const CollCall& c0 = calls[0];
+  const size_t esize = dtypeSize(c0.dtype);
+  if (calls.size() == 1 && c0.kind == CollKind::kAllReduce && chunk > 0 && c0.count * esize > 2 * chunk) {
+    const size_t per = std::max<size_t>(1, chunk / esize);
+    for (size_t lo = 0; lo < c0.count; lo += per) {
+      const size_t n = std::min(per, c0.count - lo);
+      Part part;
+      CollCall hc = hostCalls[0];
+      hc.sendbuff = static_cast<const char*>(hc.sendbuff) + lo * esize;
+      hc.recvbuff = static_cast<char*>(hc.recvbuff) + lo * esize;
+      hc.count = n;
+      part.calls.push_back(hc);
+      const char* sd = static_cast<const char*>(c0.sendbuff) + lo * esize;
+      const char* rd = static_cast<const char*>(c0.recvbuff) + lo * esize;
+      part.in.push_back(Span{sd, toHost(sd), n * esize});
+      part.out.push_back(Span{rd, toHost(rd), n * esize});
+      parts.push_back(std::move(part));
+    }
+  } else {
+    Part part;
+    part.calls = std::move(hostCalls);
+    for (const Range& r : merged) {
+      const Span sp{r.begin, host + r.offset, static_cast<size_t>(r.end - r.begin)};
+      if (r.in) part.in.push_back(sp);
+      if (r.out) part.out.push_back(sp);
+    }
+    parts.push_back(std::move(part));
+  }
+
   {
     std::lock_guard<std::mutex> lk(slot.mutex);
-    slot.inputsReady = false;
+    slot.arrived = 0;
     slot.abandoned = false;
     slot.hostDone = false;
   }
-  const uint32_t epoch = ++slot.epoch;
-  // Host side first: the communicator's worker runs the calls in issue order with every other call on it, once
-  // the stream says the inputs are in host memory. (Queued before the stream work so that nothing depends on
+  const uint32_t epochBase = slot.epoch;
+  slot.epoch += static_cast<uint32_t>(parts.size());
+  // Host side first: the communicator's worker runs each part in issue order with every other call on it, once
+  // the stream says its inputs are in host memory. (Queued before the stream work so that nothing depends on
   // the stream operations being asynchronous.)
   Slot* sp = &slot;
   const int64_t timeoutMs = comm_.config().timeoutMs;
   const int rank = comm_.rank();
   Communicator* comm = &comm_;
-  auto before = [sp, timeoutMs, rank, comm] {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
-    std::unique_lock<std::mutex> lk(sp->mutex);
-    // Woken by the stream; every 10 ms also checks for an abort or a peer's failure.
-    while (!sp->cv.wait_for(lk, std::chrono::milliseconds(10), [&] { return sp->inputsReady; })) {
-      if (comm->asyncError() != strataSuccess)
-        throw Error(comm->asyncError(), strprintf("rank %d: device collective abandoned: %s", rank,
-                                                  comm->asyncErrorMessage().c_str()));
-      if (std::chrono::steady_clock::now() > deadline)
-        throw TimeoutError(strprintf("rank %d: a device collective's inputs did not reach host memory within %lld ms "
-                                     "(STRATA_TIMEOUT_MS): is its CUDA stream blocked?",
-                                     rank, static_cast<long long>(timeoutMs)));
+  const uint32_t nparts = static_cast<uint32_t>(parts.size());
+  for (uint32_t i = 0; i < nparts; ++i) {
+    auto before = [sp, timeoutMs, rank, comm, i] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+      std::unique_lock<std::mutex> lk(sp->mutex);
+      // Woken by the stream; every 10 ms also checks for an abort or a peer's failure.
+      while (!sp->cv.wait_for(lk, std::chrono::milliseconds(10), [&] { return sp->arrived > i || sp->abandoned; })) {
+        if (comm->asyncError() != strataSuccess)
+          throw Error(comm->asyncError(), strprintf("rank %d: device collective abandoned: %s", rank,
+                                                    comm->asyncErrorMessage().c_str()));
+        if (std::chrono::steady_clock::now() > deadline)
+          throw TimeoutError(strprintf("rank %d: a device collective's inputs did not reach host memory within %lld "
+                                       "ms (STRATA_TIMEOUT_MS): is its CUDA stream blocked?",
+                                       rank, static_cast<long long>(timeoutMs)));
+      }
+      if (sp->abandoned)
+        throw CudaError(strprintf("rank %d: device collective abandoned: enqueueing its stream work failed", rank));
+    };
+    // Raised whatever happened: a failed collective must not leave the stream waiting forever. The error is the
+    // communicator's asynchronous error (strataCommGetAsyncError), as in NCCL.
+    const bool last = i + 1 == nparts;
+    auto after = [sp, flag = epochBase + i + 1, last](strataResult_t) {
+      std::lock_guard<std::mutex> lk(sp->mutex);
+      __atomic_store_n(sp->flag, flag, __ATOMIC_RELEASE);
+      if (last) sp->hostDone = true;
+    };
+    try {
+      comm_.submit(std::move(parts[i].calls), before, after);
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lk(slot.mutex);
+        slot.abandoned = true;  // parts already queued fail at once
+      }
+      slot.cv.notify_all();
+      __atomic_store_n(slot.flag, epochBase + nparts, __ATOMIC_RELEASE);
+      std::lock_guard<std::mutex> lk(slot.mutex);
+      slot.hostDone = true;
+      throw;
     }
-    if (sp->abandoned)
-      throw CudaError(strprintf("rank %d: device collective abandoned: enqueueing its stream work failed", rank));
-  };
-  // Raised whatever happened: a failed collective must not leave the stream waiting forever. The error is the
-  // communicator's asynchronous error (strataCommGetAsyncError), as in NCCL.
-  auto after = [sp, epoch](strataResult_t) {
-    std::lock_guard<std::mutex> lk(sp->mutex);
-    __atomic_store_n(sp->flag, epoch, __ATOMIC_RELEASE);
-    sp->hostDone = true;
-  };
-  try {
-    comm_.submit(std::move(hostCalls), before, after);
-  } catch (...) {
-    after(strataInternalError);
-    throw;
   }
-  // GPU side: inputs to the host, tell the worker, wait for its flag, outputs back.
+  // GPU side: every part's inputs to the host, each followed by a signal to the worker; then per part, wait for
+  // its flag and copy its outputs back.
   try {
-    for (const Range& r : merged)
-      if (r.in) check(api_.memcpyAsync(host + r.offset, r.begin, static_cast<size_t>(r.end - r.begin), stream),
-                      "cudaMemcpyAsync (device to staging)");
-    check(api_.launchHostFunc(stream, &Slot::inputsArrived, &slot), "cudaLaunchHostFunc");
-    check(api_.streamWaitValue(stream, slot.flagDev, epoch), "stream flag wait");
-    for (const Range& r : merged)
-      if (r.out)
-        check(api_.memcpyAsync(const_cast<char*>(r.begin), host + r.offset, static_cast<size_t>(r.end - r.begin),
-                               stream),
-              "cudaMemcpyAsync (staging to device)");
+    for (const Part& part : parts) {
+      for (const Span& x : part.in)
+        check(api_.memcpyAsync(x.host, x.dev, x.bytes, stream), "cudaMemcpyAsync (device to staging)");
+      check(api_.launchHostFunc(stream, &Slot::inputsArrived, &slot), "cudaLaunchHostFunc");
+    }
+    for (uint32_t i = 0; i < nparts; ++i) {
+      check(api_.streamWaitValue(stream, slot.flagDev, epochBase + i + 1), "stream flag wait");
+      for (const Span& x : parts[i].out)
+        check(api_.memcpyAsync(const_cast<char*>(x.dev), x.host, x.bytes, stream), "cudaMemcpyAsync (staging to device)");
+    }
     check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
   } catch (...) {
     // The worker must not wait for inputs that will never come.
     {
       std::lock_guard<std::mutex> lk(slot.mutex);
       slot.abandoned = true;
-      slot.inputsReady = true;
     }
     slot.cv.notify_all();
     throw;

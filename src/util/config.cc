@@ -75,6 +75,8 @@ Config Config::fromEnv() {
   if (auto v = env("STRATA_SPIN_US")) c.spinUs = static_cast<int>(parseInt("STRATA_SPIN_US", v, 0, 1000000));
   if (auto v = env("STRATA_GPU_DIRECT_BYTES"))
     c.gpuDirectMaxBytes = parseInt("STRATA_GPU_DIRECT_BYTES", v, 0, int64_t{1} << 30);
+  if (auto v = env("STRATA_GPU_STAGE_CHUNK_BYTES"))
+    c.gpuStageChunkBytes = parseInt("STRATA_GPU_STAGE_CHUNK_BYTES", v, 0, int64_t{1} << 30);
   if (auto v = env("STRATA_GPU_ONESHOT_BYTES"))
     c.gpuOneShotMaxBytes = parseInt("STRATA_GPU_ONESHOT_BYTES", v, 0, int64_t{1} << 30);
   return c;
@@ -102,6 +104,8 @@ std::vector<Config::Entry> Config::describe() const {
        "largest device all-reduce on one host run over CUDA IPC (0: always staged through host memory)"},
       {"STRATA_GPU_ONESHOT_BYTES", std::to_string(gpuOneShotMaxBytes),
        "largest CUDA IPC all-reduce run one-shot (larger ones run two-shot)"},
+      {"STRATA_GPU_STAGE_CHUNK_BYTES", std::to_string(gpuStageChunkBytes),
+       "chunk of a device all-reduce staged through host memory (copies overlap the transfer)"},
       {"STRATA_CUDA_LIBRARY", "", "path of libstrata_cuda.so (default: next to libstrata)"},
   };
 }

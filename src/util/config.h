@@ -47,6 +47,10 @@ struct Config {
   /// STRATA_GPU_ONESHOT_BYTES: up to this size a CUDA IPC all-reduce is one-shot (every rank reduces every
   /// input), above it two-shot (each reduces a slice, then all gather). Default 256 KiB.
   size_t gpuOneShotMaxBytes = size_t{256} << 10;
+  /// STRATA_GPU_STAGE_CHUNK_BYTES: a device all-reduce staged through host memory that is larger than twice
+  /// this runs in chunks of this size, so copies to and from the GPU overlap the transfer (0: one piece).
+  /// Default 4 MiB.
+  size_t gpuStageChunkBytes = size_t{4} << 20;
 
   /// Reads every variable from the environment; throws InvalidArgument naming a malformed one.
   static Config fromEnv();

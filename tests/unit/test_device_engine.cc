@@ -223,6 +223,23 @@ TEST(DeviceEngine, FailedIpcSetupFallsBackToStagedOnEveryRank) {
   EXPECT_EQ(f.api.reduces.load(), 0);  // every all-reduce ran staged, with the host kernels
 }
 
+// Large staged all-reduces run as a pipeline of chunk all-reduces (here 4 KiB chunks, CUDA IPC off): in
+// place and out of place, counts that do not divide into chunks, and an integer Avg (divided per chunk).
+TEST(DeviceEngine, StagedAllReduceInChunks) {
+  Fixture f;
+  setenv("STRATA_GPU_STAGE_CHUNK_BYTES", "4096", 1);
+  setenv("STRATA_GPU_DIRECT_BYTES", "0", 1);
+  const int copiesBefore = f.api.copies.load();
+  checkAllReduce(3, {70001, 3000}, strataFloat32, strataSum);
+  checkAllReduce(2, {50001}, strataInt32, strataAvg);
+  checkAllReduce(2, {9999}, strataBfloat16, strataMin);
+  unsetenv("STRATA_GPU_STAGE_CHUNK_BYTES");
+  unsetenv("STRATA_GPU_DIRECT_BYTES");
+  EXPECT_EQ(f.api.reduces.load(), 0);
+  // 70001 floats in 4 KiB chunks: 69 chunks in and 69 out per rank and call, not one copy each way.
+  EXPECT_GT(f.api.copies.load() - copiesBefore, 3 * 2 * 2 * 69);
+}
+
 TEST(DeviceEngine, AvgAndPreMulSumAreStaged) {
   Fixture f;
   checkAllReduce(2, {9, 1000}, strataFloat32, strataAvg);
