@@ -80,8 +80,9 @@ TEST(CApi, CollectivesRejectBadArguments) {
   // A CUDA stream where CUDA cannot be used (no driver here; with a driver, &fake is no stream: skip, and see
   // test_gpu_runtime.cc and tests/gpu/).
   int fake = 0;
-  if (!dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY) && !dlopen("libcuda.so.1", RTLD_LAZY))
+  if (!dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY) && !dlopen("libcuda.so.1", RTLD_LAZY)) {
     EXPECT_EQ(strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, &fake), strataUnhandledCudaError);
+  }
   // Self send outside a group cannot complete.
   EXPECT_EQ(strataSend(x, 4, strataFloat32, 0, comm, nullptr), strataInvalidUsage);
   // The communicator is still usable after argument errors.
