@@ -18,13 +18,13 @@
 
 namespace {
 
-#define BENCH_CUDA(call)                                                                 \
-  do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));            \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+#define BENCH_CUDA(call)                                                      \
+  do {                                                                        \
+    cudaError_t e_ = (call);                                                  \
+    if (e_ != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                           \
+    }                                                                         \
   } while (0)
 
 template <class F>
@@ -59,9 +59,12 @@ int main(int argc, char** argv) {
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--bytes" && i + 1 < argc) bytes = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
-    else if (a == "--json" && i + 1 < argc) json = argv[++i];
+    if (a == "--bytes" && i + 1 < argc)
+      bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--iters" && i + 1 < argc)
+      iters = std::atoi(argv[++i]);
+    else if (a == "--json" && i + 1 < argc)
+      json = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--bytes N] [--iters N] [--json FILE]\n", argv[0]);
       return 2;
@@ -120,12 +123,13 @@ int main(int argc, char** argv) {
       std::perror(json.c_str());
       return 1;
     }
-    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"bytes_per_buffer\": %zu,\n  \"iters\": %d,\n", prop.name, bytes, iters);
+    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"bytes_per_buffer\": %zu,\n  \"iters\": %d,\n", prop.name, bytes,
+                 iters);
     std::fprintf(f, "  \"memcpy_d2d\": {\"ms\": %.4f, \"gbs_moved\": %.2f},\n  \"reduce\": [", memcpyMs, memcpyGBs);
     for (size_t i = 0; i < results.size(); ++i)
-      std::fprintf(f, "%s\n    {\"dtype\": \"%s\", \"nsrcs\": %d, \"ms\": %.4f, \"gbs_moved\": %.2f, \"share_of_memcpy\": %.4f}",
-                   i ? "," : "", results[i].dtype.c_str(), results[i].nsrcs, results[i].ms, results[i].gbs,
-                   results[i].share);
+      std::fprintf(
+          f, "%s\n    {\"dtype\": \"%s\", \"nsrcs\": %d, \"ms\": %.4f, \"gbs_moved\": %.2f, \"share_of_memcpy\": %.4f}",
+          i ? "," : "", results[i].dtype.c_str(), results[i].nsrcs, results[i].ms, results[i].gbs, results[i].share);
     std::fprintf(f, "\n  ]\n}\n");
     std::fclose(f);
   }

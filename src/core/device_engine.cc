@@ -53,7 +53,7 @@ struct DeviceEngine::Slot {
   std::condition_variable cv;
   uint32_t arrived = 0;    // parts of the current use whose inputs are in host memory
   bool abandoned = false;  // the stream work could not be enqueued; the worker fails the calls
-  bool hostDone = true;  // the worker has finished with the slot (flag raised)
+  bool hostDone = true;    // the worker has finished with the slot (flag raised)
 
   static void inputsArrived(void* arg) {
     Slot* s = static_cast<Slot*>(arg);
@@ -117,8 +117,10 @@ DeviceEngine::~DeviceEngine() {
     if (quiesced_ || directState_ != DirectState::kOn) {
       api_.deviceFree(ipcBase_);
     } else {
-      STRATA_WARN(kLogColl, "rank %d: CUDA IPC buffer left allocated: peers may still read it (communicator aborted "
-                  "or a peer failed before destroy)", comm_.rank());
+      STRATA_WARN(kLogColl,
+                  "rank %d: CUDA IPC buffer left allocated: peers may still read it (communicator aborted "
+                  "or a peer failed before destroy)",
+                  comm_.rank());
     }
   }
   api_.eventDestroy(chainEvent_);
@@ -126,7 +128,8 @@ DeviceEngine::~DeviceEngine() {
 
 void DeviceEngine::check(int err, const char* what) const {
   if (err != 0)
-    throw CudaError(strprintf("rank %d: %s failed: %s (CUDA error %d)", comm_.rank(), what, api_.errorString(err), err));
+    throw CudaError(
+        strprintf("rank %d: %s failed: %s (CUDA error %d)", comm_.rank(), what, api_.errorString(err), err));
 }
 
 void DeviceEngine::joinChain(void* stream) {
@@ -152,8 +155,10 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
   bool capturing = false;
   check(api_.streamIsCapturing(stream, &capturing), "cudaStreamIsCapturing");
   if (capturing)
-    throw InvalidUsage(strprintf("rank %d: Strata collectives cannot be captured into a CUDA graph yet (the stream "
-                                 "is capturing); run them outside the capture", comm_.rank()));
+    throw InvalidUsage(
+        strprintf("rank %d: Strata collectives cannot be captured into a CUDA graph yet (the stream "
+                  "is capturing); run them outside the capture",
+                  comm_.rank()));
   joinChain(stream);
   const Direct kind = calls.size() == 1 ? directKind(calls[0]) : Direct::kNone;
   if (kind != Direct::kNone && directState_ == DirectState::kUnset) setupDirect(device);
@@ -162,13 +167,15 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
     // silent switch to the staged path (which would leave the peers waiting in their streams).
     const CollCall& c = calls[0];
     if (device != directDevice_)
-      throw InvalidUsage(strprintf("rank %d: all-reduce on device %d, but this communicator's CUDA IPC buffers are on "
-                                   "device %d; use one device per rank and communicator",
-                                   comm_.rank(), device, directDevice_));
+      throw InvalidUsage(
+          strprintf("rank %d: all-reduce on device %d, but this communicator's CUDA IPC buffers are on "
+                    "device %d; use one device per rank and communicator",
+                    comm_.rank(), device, directDevice_));
     if (api_.pointerDevice(c.sendbuff) != device || api_.pointerDevice(c.recvbuff) != device)
-      throw InvalidArgument(strprintf("rank %d: all-reduce with a CUDA stream needs sendbuff and recvbuff in device "
-                                      "memory of device %d (sendbuff %p, recvbuff %p)",
-                                      comm_.rank(), device, c.sendbuff, c.recvbuff));
+      throw InvalidArgument(
+          strprintf("rank %d: all-reduce with a CUDA stream needs sendbuff and recvbuff in device "
+                    "memory of device %d (sendbuff %p, recvbuff %p)",
+                    comm_.rank(), device, c.sendbuff, c.recvbuff));
     enqueueDirect(c, kind, stream);
   } else {
     enqueueStaged(calls, stream);
@@ -197,9 +204,12 @@ DeviceEngine::Direct DeviceEngine::directKind(const CollCall& c) const {
 
 std::string DeviceEngine::pathFor(const CollCall& call) const {
   switch (directKind(call)) {
-    case Direct::kOneShot: return "direct-oneshot";
-    case Direct::kTwoShot: return "direct-twoshot";
-    case Direct::kNone: break;
+    case Direct::kOneShot:
+      return "direct-oneshot";
+    case Direct::kTwoShot:
+      return "direct-twoshot";
+    case Direct::kNone:
+      break;
   }
   return "staged";
 }
@@ -260,8 +270,10 @@ void DeviceEngine::setupDirect(int device) {
   if (allOk) {
     directState_ = DirectState::kOn;
     directDevice_ = device;
-    STRATA_INFO(kLogNet, "rank %d: CUDA IPC direct all-reduce on device %d (%zu bytes per rank, up to %zu bytes "
-                "per call)", me, device, total, directMaxBytes_);
+    STRATA_INFO(kLogNet,
+                "rank %d: CUDA IPC direct all-reduce on device %d (%zu bytes per rank, up to %zu bytes "
+                "per call)",
+                me, device, total, directMaxBytes_);
     return;
   }
   directState_ = DirectState::kOff;
@@ -317,8 +329,9 @@ void DeviceEngine::enqueueDirect(const CollCall& c, Direct kind, void* stream) {
   for (int r = 0; r < n; ++r) {
     const size_t a = sliceBegin(r), b = sliceBegin(r + 1);
     if (b > a)
-      check(api_.memcpyAsync(static_cast<char*>(c.recvbuff) + a * esize, result(r) + a * esize, (b - a) * esize, stream),
-            "cudaMemcpyAsync (direct gather)");
+      check(
+          api_.memcpyAsync(static_cast<char*>(c.recvbuff) + a * esize, result(r) + a * esize, (b - a) * esize, stream),
+          "cudaMemcpyAsync (direct gather)");
   }
 }
 
@@ -491,12 +504,13 @@ void DeviceEngine::enqueueStaged(std::span<const CollCall> calls, void* stream) 
       // Woken by the stream; every 10 ms also checks for an abort or a peer's failure.
       while (!sp->cv.wait_for(lk, std::chrono::milliseconds(10), [&] { return sp->arrived > i || sp->abandoned; })) {
         if (comm->asyncError() != strataSuccess)
-          throw Error(comm->asyncError(), strprintf("rank %d: device collective abandoned: %s", rank,
-                                                    comm->asyncErrorMessage().c_str()));
+          throw Error(comm->asyncError(),
+                      strprintf("rank %d: device collective abandoned: %s", rank, comm->asyncErrorMessage().c_str()));
         if (std::chrono::steady_clock::now() > deadline)
-          throw TimeoutError(strprintf("rank %d: a device collective's inputs did not reach host memory within %lld "
-                                       "ms (STRATA_TIMEOUT_MS): is its CUDA stream blocked?",
-                                       rank, static_cast<long long>(timeoutMs)));
+          throw TimeoutError(
+              strprintf("rank %d: a device collective's inputs did not reach host memory within %lld "
+                        "ms (STRATA_TIMEOUT_MS): is its CUDA stream blocked?",
+                        rank, static_cast<long long>(timeoutMs)));
       }
       if (sp->abandoned)
         throw CudaError(strprintf("rank %d: device collective abandoned: enqueueing its stream work failed", rank));
@@ -534,7 +548,8 @@ void DeviceEngine::enqueueStaged(std::span<const CollCall> calls, void* stream) 
     for (uint32_t i = 0; i < nparts; ++i) {
       check(api_.streamWaitValue(stream, slot.flagDev, epochBase + i + 1), "stream flag wait");
       for (const Span& x : parts[i].out)
-        check(api_.memcpyAsync(const_cast<char*>(x.dev), x.host, x.bytes, stream), "cudaMemcpyAsync (staging to device)");
+        check(api_.memcpyAsync(const_cast<char*>(x.dev), x.host, x.bytes, stream),
+              "cudaMemcpyAsync (staging to device)");
     }
     check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
   } catch (...) {

@@ -76,12 +76,12 @@ class DeviceEngine {
   enum class DirectState { kUnset, kOn, kOff } directState_ = DirectState::kUnset;
   std::string directOffReason_;
   int directDevice_ = -1;
-  size_t directMaxBytes_ = 0;         // per-call limit of the direct path (one input region)
-  size_t oneShotMaxBytes_ = 0;        // up to here one-shot, above it two-shot
-  void* ipcBase_ = nullptr;           // this rank's exported allocation
-  std::vector<char*> peerBase_;       // every rank's allocation as mapped here (own included)
-  uint32_t epoch_ = 0;                // direct calls so far (identical on every rank)
-  bool quiesced_ = false;             // quiesce() completed: peers no longer read our IPC buffers
+  size_t directMaxBytes_ = 0;    // per-call limit of the direct path (one input region)
+  size_t oneShotMaxBytes_ = 0;   // up to here one-shot, above it two-shot
+  void* ipcBase_ = nullptr;      // this rank's exported allocation
+  std::vector<char*> peerBase_;  // every rank's allocation as mapped here (own included)
+  uint32_t epoch_ = 0;           // direct calls so far (identical on every rank)
+  bool quiesced_ = false;        // quiesce() completed: peers no longer read our IPC buffers
 };
 
 }  // namespace strata

@@ -5,9 +5,9 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <vector>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "util/error.h"
 #include "util/log.h"
@@ -40,8 +40,9 @@ std::string ownDirectory() {
 
 CudaApi* load(std::string* why) {
 #ifndef STRATA_HAVE_CUDA
-  *why = "this build of Strata has no CUDA support (configured with STRATA_WITH_CUDA=OFF or without nvcc); "
-         "device buffers and CUDA streams cannot be used";
+  *why =
+      "this build of Strata has no CUDA support (configured with STRATA_WITH_CUDA=OFF or without nvcc); "
+      "device buffers and CUDA streams cannot be used";
   return nullptr;
 #else
   // STRATA_CUDA_LIBRARY names the library explicitly; otherwise next to libstrata, then the build tree, then
@@ -133,8 +134,11 @@ int devicePointerOwner(const void* p) {
     if (!gTried) {
       gTried = true;
       gApi = load(&gLoadError);
-      if (!gApi) STRATA_WARN(kLogInit, "the CUDA driver is loaded but Strata cannot use CUDA (%s); buffers passed "
-                             "without a stream are taken as host memory", gLoadError.c_str());
+      if (!gApi)
+        STRATA_WARN(kLogInit,
+                    "the CUDA driver is loaded but Strata cannot use CUDA (%s); buffers passed "
+                    "without a stream are taken as host memory",
+                    gLoadError.c_str());
     }
     api = gApi;
   }

@@ -37,8 +37,8 @@ CudaApi* api() {
 #define STRATA_SKIP_WITHOUT_GPU() \
   if (!api()) GTEST_SKIP() << "no usable CUDA device"
 
-const strataDataType_t kTypes[] = {strataInt8,    strataUint8,   strataInt32,      strataUint32,
-                                   strataInt64,   strataUint64,  strataFloat16,    strataFloat32,
+const strataDataType_t kTypes[] = {strataInt8,    strataUint8,    strataInt32,      strataUint32,
+                                   strataInt64,   strataUint64,   strataFloat16,    strataFloat32,
                                    strataFloat64, strataBfloat16, strataFloat8e4m3, strataFloat8e5m2};
 const ReduceKind kOps[] = {ReduceKind::kSum, ReduceKind::kProd, ReduceKind::kMax, ReduceKind::kMin};
 
@@ -55,8 +55,10 @@ float widen(const void* p, size_t i, strataDataType_t t) {
 }
 
 void narrowTo(void* p, size_t i, strataDataType_t t, float v) {
-  if (t == strataFloat8e4m3) static_cast<uint8_t*>(p)[i] = floatToFp8e4m3(v);
-  else if (t == strataFloat8e5m2) static_cast<uint8_t*>(p)[i] = floatToFp8e5m2(v);
+  if (t == strataFloat8e4m3)
+    static_cast<uint8_t*>(p)[i] = floatToFp8e4m3(v);
+  else if (t == strataFloat8e5m2)
+    static_cast<uint8_t*>(p)[i] = floatToFp8e5m2(v);
   else {
     const uint16_t h = t == strataFloat16 ? floatToHalf(v) : floatToBf16(v);
     std::memcpy(static_cast<char*>(p) + 2 * i, &h, 2);
@@ -65,10 +67,14 @@ void narrowTo(void* p, size_t i, strataDataType_t t, float v) {
 
 float combineF(ReduceKind k, float x, float y) {
   switch (k) {
-    case ReduceKind::kSum: return x + y;
-    case ReduceKind::kProd: return x * y;
-    case ReduceKind::kMax: return (x > y || x != x) ? x : y;
-    case ReduceKind::kMin: return (x < y || x != x) ? x : y;
+    case ReduceKind::kSum:
+      return x + y;
+    case ReduceKind::kProd:
+      return x * y;
+    case ReduceKind::kMax:
+      return (x > y || x != x) ? x : y;
+    case ReduceKind::kMin:
+      return (x < y || x != x) ? x : y;
   }
   return x;
 }
@@ -109,8 +115,9 @@ void runCase(strataDataType_t t, ReduceKind op, int nsrcs, size_t count, size_t 
   std::vector<void*> dev(static_cast<size_t>(nsrcs));
   for (int k = 0; k < nsrcs; ++k) {
     ASSERT_EQ(cudaMalloc(&dev[static_cast<size_t>(k)], bytes), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dev[static_cast<size_t>(k)], host[static_cast<size_t>(k)].data(), bytes, cudaMemcpyHostToDevice),
-              cudaSuccess);
+    ASSERT_EQ(
+        cudaMemcpy(dev[static_cast<size_t>(k)], host[static_cast<size_t>(k)].data(), bytes, cudaMemcpyHostToDevice),
+        cudaSuccess);
   }
   void* dst = nullptr;
   ASSERT_EQ(cudaMalloc(&dst, bytes), cudaSuccess);
@@ -119,7 +126,8 @@ void runCase(strataDataType_t t, ReduceKind op, int nsrcs, size_t count, size_t 
   ASSERT_EQ(api()->reduce(static_cast<char*>(dst) + dstOff * es, srcs, nsrcs, count, t, op, nullptr), 0);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<char> got(count * es + 16);
-  ASSERT_EQ(cudaMemcpy(got.data(), static_cast<char*>(dst) + dstOff * es, count * es, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got.data(), static_cast<char*>(dst) + dstOff * es, count * es, cudaMemcpyDeviceToHost),
+            cudaSuccess);
   const std::vector<char> want = reference(host, srcOff, count, t, op);
   size_t wrong = 0;
   for (size_t i = 0; i < count; ++i) {

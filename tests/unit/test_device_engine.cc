@@ -260,14 +260,17 @@ TEST(DeviceEngine, EveryCollectiveStagedInAndOutOfPlace) {
       ASSERT_EQ(call(send.data(), hostRecv.data(), nullptr), strataSuccess) << what;
       EXPECT_EQ(recv, hostRecv) << what << " on rank " << r;
     };
-    both([&](float* s, float* d, void* st) { return strataReduceScatter(s, d, count, strataFloat32, strataSum, comm, st); },
+    both([&](float* s, float* d,
+             void* st) { return strataReduceScatter(s, d, count, strataFloat32, strataSum, comm, st); },
          "reducescatter");
-    both([&](float* s, float* d, void* st) { return strataAllGather(s, d, count, strataFloat32, comm, st); }, "allgather");
+    both([&](float* s, float* d, void* st) { return strataAllGather(s, d, count, strataFloat32, comm, st); },
+         "allgather");
     both([&](float* s, float* d, void* st) { return strataBroadcast(s, d, count, strataFloat32, 1, comm, st); },
          "broadcast");
     both([&](float* s, float* d, void* st) { return strataReduce(s, d, count, strataFloat32, strataMax, 2, comm, st); },
          "reduce");
-    both([&](float* s, float* d, void* st) { return strataAllToAll(s, d, count, strataFloat32, comm, st); }, "alltoall");
+    both([&](float* s, float* d, void* st) { return strataAllToAll(s, d, count, strataFloat32, comm, st); },
+         "alltoall");
     both(
         [&](float* s, float* d, void* st) {
           strataGroupStart();

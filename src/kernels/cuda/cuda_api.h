@@ -87,8 +87,8 @@ class CudaApi {
   /// is bit-identical to reduce2(); nsrcs == 1 copies. dst may alias any source exactly. Returns
   /// cudaErrorInvalidValue (1) for nsrcs outside [1, kCudaMaxReduceSources] or pointers not aligned to the
   /// element size.
-  virtual int reduce(void* dst, const void* const* srcs, int nsrcs, size_t count, strataDataType_t dt,
-                     ReduceKind op, void* stream) = 0;
+  virtual int reduce(void* dst, const void* const* srcs, int nsrcs, size_t count, strataDataType_t dt, ReduceKind op,
+                     void* stream) = 0;
 };
 
 }  // namespace strata

@@ -29,8 +29,8 @@ class CudaRuntimeApi final : public CudaApi {
     }
     e = cudaGetDeviceCount(deviceCount);
     if (e == cudaErrorInsufficientDriver) {
-      *why = "the CUDA driver (version " + std::to_string(*driverVersion) + ") is older than the runtime Strata was built with (" +
-             std::to_string(*runtimeVersion) + ")";
+      *why = "the CUDA driver (version " + std::to_string(*driverVersion) +
+             ") is older than the runtime Strata was built with (" + std::to_string(*runtimeVersion) + ")";
       return e;
     }
     if (e == cudaErrorNoDevice || (e == cudaSuccess && *deviceCount == 0)) {
@@ -121,8 +121,8 @@ class CudaRuntimeApi final : public CudaApi {
 
   int streamWaitValue(void* s, void* addr, uint32_t value) override {
     if (waitValue_)
-      return translate(waitValue_(static_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(addr), value,
-                                  CU_STREAM_WAIT_VALUE_GEQ));
+      return translate(
+          waitValue_(static_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(addr), value, CU_STREAM_WAIT_VALUE_GEQ));
     return cudaWaitFlagKernel(s, addr, value);
   }
   int streamWriteValue(void* s, void* addr, uint32_t value) override {
@@ -150,8 +150,10 @@ class CudaRuntimeApi final : public CudaApi {
       void* write = nullptr;
       cudaDriverEntryPointQueryResult q1{}, q2{};
       // Version 12000 selects the _v2 entry points (the v1 memory operations are deprecated).
-      if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &wait, 12000, cudaEnableDefault, &q1) == cudaSuccess &&
-          cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &write, 12000, cudaEnableDefault, &q2) == cudaSuccess &&
+      if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &wait, 12000, cudaEnableDefault, &q1) ==
+              cudaSuccess &&
+          cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &write, 12000, cudaEnableDefault, &q2) ==
+              cudaSuccess &&
           q1 == cudaDriverEntryPointSuccess && q2 == cudaDriverEntryPointSuccess && wait && write) {
         waitValue_ = reinterpret_cast<WaitValue32Fn>(wait);
         writeValue_ = reinterpret_cast<WriteValue32Fn>(write);

@@ -138,8 +138,10 @@ template <ReduceKind K, class A>
 __device__ __forceinline__ A combine(A x, A y) {
   if constexpr (std::is_integral_v<A>) {
     // Integers wrap (two's complement) through the unsigned type.
-    if constexpr (K == ReduceKind::kSum) return static_cast<A>(static_cast<UnsignedOf<A>>(x) + static_cast<UnsignedOf<A>>(y));
-    if constexpr (K == ReduceKind::kProd) return static_cast<A>(static_cast<UnsignedOf<A>>(x) * static_cast<UnsignedOf<A>>(y));
+    if constexpr (K == ReduceKind::kSum)
+      return static_cast<A>(static_cast<UnsignedOf<A>>(x) + static_cast<UnsignedOf<A>>(y));
+    if constexpr (K == ReduceKind::kProd)
+      return static_cast<A>(static_cast<UnsignedOf<A>>(x) * static_cast<UnsignedOf<A>>(y));
     if constexpr (K == ReduceKind::kMax) return x > y ? x : y;
     if constexpr (K == ReduceKind::kMin) return x < y ? x : y;
   } else if constexpr (std::is_same_v<A, float>) {
@@ -180,8 +182,8 @@ __device__ __forceinline__ void scalarRange(void* dst, const Sources& s, int nsr
 }
 
 template <class Tag, ReduceKind K>
-__global__ void __launch_bounds__(512) reduceKernel(void* dst, Sources s, int nsrcs, size_t count, size_t head,
-                                                     size_t nvec) {
+__global__ void __launch_bounds__(512)
+    reduceKernel(void* dst, Sources s, int nsrcs, size_t count, size_t head, size_t nvec) {
   using E = Elem<Tag>;
   using S = typename E::Storage;
   constexpr int kPer = 16 / sizeof(S);
@@ -239,7 +241,8 @@ cudaError_t launchTyped(void* dst, const Sources& s, int nsrcs, size_t count, cu
   // device current at the first launch (ranks use one device each).
   static const int maxBlocks = [] {
     int dev = 0, sms = 0, perSm = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
       sms = 80;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, reduceKernel<Tag, K>, kThreads, 0) != cudaSuccess ||
         perSm < 1)
@@ -257,10 +260,14 @@ cudaError_t launchTyped(void* dst, const Sources& s, int nsrcs, size_t count, cu
 template <class Tag>
 cudaError_t launchOp(void* dst, const Sources& s, int nsrcs, size_t count, ReduceKind op, cudaStream_t stream) {
   switch (op) {
-    case ReduceKind::kSum: return launchTyped<Tag, ReduceKind::kSum>(dst, s, nsrcs, count, stream);
-    case ReduceKind::kProd: return launchTyped<Tag, ReduceKind::kProd>(dst, s, nsrcs, count, stream);
-    case ReduceKind::kMax: return launchTyped<Tag, ReduceKind::kMax>(dst, s, nsrcs, count, stream);
-    case ReduceKind::kMin: return launchTyped<Tag, ReduceKind::kMin>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kSum:
+      return launchTyped<Tag, ReduceKind::kSum>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kProd:
+      return launchTyped<Tag, ReduceKind::kProd>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kMax:
+      return launchTyped<Tag, ReduceKind::kMax>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kMin:
+      return launchTyped<Tag, ReduceKind::kMin>(dst, s, nsrcs, count, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -281,19 +288,32 @@ int cudaReduce(void* dst, const void* const* srcs, int nsrcs, size_t count, stra
   if (!dst || reinterpret_cast<uintptr_t>(dst) % esize) return cudaErrorInvalidValue;
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   switch (dt) {
-    case strataInt8: return launchOp<int8_t>(dst, s, nsrcs, count, op, st);
-    case strataUint8: return launchOp<uint8_t>(dst, s, nsrcs, count, op, st);
-    case strataInt32: return launchOp<int32_t>(dst, s, nsrcs, count, op, st);
-    case strataUint32: return launchOp<uint32_t>(dst, s, nsrcs, count, op, st);
-    case strataInt64: return launchOp<int64_t>(dst, s, nsrcs, count, op, st);
-    case strataUint64: return launchOp<uint64_t>(dst, s, nsrcs, count, op, st);
-    case strataFloat16: return launchOp<HalfTag>(dst, s, nsrcs, count, op, st);
-    case strataFloat32: return launchOp<float>(dst, s, nsrcs, count, op, st);
-    case strataFloat64: return launchOp<double>(dst, s, nsrcs, count, op, st);
-    case strataBfloat16: return launchOp<Bf16Tag>(dst, s, nsrcs, count, op, st);
-    case strataFloat8e4m3: return launchOp<E4m3Tag>(dst, s, nsrcs, count, op, st);
-    case strataFloat8e5m2: return launchOp<E5m2Tag>(dst, s, nsrcs, count, op, st);
-    default: break;
+    case strataInt8:
+      return launchOp<int8_t>(dst, s, nsrcs, count, op, st);
+    case strataUint8:
+      return launchOp<uint8_t>(dst, s, nsrcs, count, op, st);
+    case strataInt32:
+      return launchOp<int32_t>(dst, s, nsrcs, count, op, st);
+    case strataUint32:
+      return launchOp<uint32_t>(dst, s, nsrcs, count, op, st);
+    case strataInt64:
+      return launchOp<int64_t>(dst, s, nsrcs, count, op, st);
+    case strataUint64:
+      return launchOp<uint64_t>(dst, s, nsrcs, count, op, st);
+    case strataFloat16:
+      return launchOp<HalfTag>(dst, s, nsrcs, count, op, st);
+    case strataFloat32:
+      return launchOp<float>(dst, s, nsrcs, count, op, st);
+    case strataFloat64:
+      return launchOp<double>(dst, s, nsrcs, count, op, st);
+    case strataBfloat16:
+      return launchOp<Bf16Tag>(dst, s, nsrcs, count, op, st);
+    case strataFloat8e4m3:
+      return launchOp<E4m3Tag>(dst, s, nsrcs, count, op, st);
+    case strataFloat8e5m2:
+      return launchOp<E5m2Tag>(dst, s, nsrcs, count, op, st);
+    default:
+      break;
   }
   return cudaErrorInvalidValue;
 }
