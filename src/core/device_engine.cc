@@ -231,9 +231,13 @@ void DeviceEngine::setupDirect(int device) {
   std::string why;
   if (device < 0) why = "no device for this rank's buffers";
   if (why.empty()) {
+    // Zeroed on a private stream: the legacy default stream would also wait for the caller's blocking streams.
+    void* setupStream = nullptr;
     int e = api_.deviceMalloc(&ipcBase_, total);
-    if (e == 0) e = api_.memsetAsync(ipcBase_, 0, total, nullptr);
-    if (e == 0) e = api_.streamSynchronize(nullptr);
+    if (e == 0) e = api_.streamCreate(&setupStream);
+    if (e == 0) e = api_.memsetAsync(ipcBase_, 0, total, setupStream);
+    if (e == 0) e = api_.streamSynchronize(setupStream);
+    if (setupStream) api_.streamDestroy(setupStream);
     if (e == 0) e = api_.ipcGetMemHandle(mine.handle, ipcBase_);
     if (e != 0) why = strprintf("allocating and exporting %zu bytes failed: %s", total, api_.errorString(e));
   }
