@@ -176,7 +176,19 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
           strprintf("rank %d: all-reduce with a CUDA stream needs sendbuff and recvbuff in device "
                     "memory of device %d (sendbuff %p, recvbuff %p)",
                     comm_.rank(), device, c.sendbuff, c.recvbuff));
-    enqueueDirect(c, kind, stream);
+    // An all-reduce is element-wise: a large one runs as consecutive two-shot rounds over chunks that fit the
+    // regions. Each round copies its chunk of the input before writing its chunk of the output, so in place
+    // works too.
+    const size_t esize = dtypeSize(c.dtype);
+    const size_t perVec = std::max<size_t>(1, 16 / esize);
+    const size_t per = std::max(perVec, directMaxBytes_ / esize / perVec * perVec);
+    for (size_t lo = 0; lo < c.count; lo += per) {
+      CollCall part = c;
+      part.sendbuff = static_cast<const char*>(c.sendbuff) + lo * esize;
+      part.recvbuff = static_cast<char*>(c.recvbuff) + lo * esize;
+      part.count = std::min(per, c.count - lo);
+      enqueueDirect(part, part.count == c.count ? kind : Direct::kTwoShot, stream);
+    }
   } else {
     enqueueStaged(calls, stream);
   }
@@ -198,8 +210,9 @@ DeviceEngine::Direct DeviceEngine::directKind(const CollCall& c) const {
   // Avg and PreMulSum pre-scale their inputs; the host path implements that rounding.
   if (static_cast<int>(c.op) >= static_cast<int>(strataAvg)) return Direct::kNone;
   const size_t bytes = c.count * dtypeSize(c.dtype);
-  if (bytes == 0 || bytes > directMaxBytes_) return Direct::kNone;
-  return bytes <= oneShotMaxBytes_ ? Direct::kOneShot : Direct::kTwoShot;
+  if (bytes == 0) return Direct::kNone;
+  // Larger than the IPC regions: two-shot rounds of at most directMaxBytes each (enqueue cuts them).
+  return bytes <= oneShotMaxBytes_ && bytes <= directMaxBytes_ ? Direct::kOneShot : Direct::kTwoShot;
 }
 
 std::string DeviceEngine::pathFor(const CollCall& call) const {

@@ -101,7 +101,7 @@ std::vector<Config::Entry> Config::describe() const {
       {"STRATA_NSOCKS", std::to_string(nsocks), "TCP sockets per peer"},
       {"STRATA_SPIN_US", std::to_string(spinUs), "spin time before a wait yields/sleeps"},
       {"STRATA_GPU_DIRECT_BYTES", std::to_string(gpuDirectMaxBytes),
-       "largest device all-reduce on one host run over CUDA IPC (0: always staged through host memory)"},
+       "CUDA IPC region per rank for device all-reduces on one host; larger ones run in rounds (0: staged)"},
       {"STRATA_GPU_ONESHOT_BYTES", std::to_string(gpuOneShotMaxBytes),
        "largest CUDA IPC all-reduce run one-shot (larger ones run two-shot)"},
       {"STRATA_GPU_STAGE_CHUNK_BYTES", std::to_string(gpuStageChunkBytes),

@@ -40,9 +40,10 @@ struct Config {
   /// STRATA_SPIN_US: how long a wait spins before it yields (then, after 50 ms idle, sleeps). Ignored when
   /// ranks outnumber this host's cores: then waits yield at once. Default 5.
   int spinUs = 5;
-  /// STRATA_GPU_DIRECT_BYTES: the largest all-reduce of device buffers, with every rank on one host, that runs
-  /// over CUDA IPC (peers' device buffers read by kernels); larger ones, and any when 0, are staged through
-  /// host memory. Each rank allocates 4x this on its GPU at the first such call. Default 4 MiB.
+  /// STRATA_GPU_DIRECT_BYTES: size of the CUDA IPC regions for device all-reduces between ranks of one host
+  /// (peers' device buffers read by kernels): an all-reduce up to this size is one call, a larger one runs in
+  /// two-shot rounds of this size. 0: no CUDA IPC, every device all-reduce is staged through host memory. Each
+  /// rank allocates 4x this on its GPU at the first such call. Default 4 MiB.
   size_t gpuDirectMaxBytes = size_t{4} << 20;
   /// STRATA_GPU_ONESHOT_BYTES: up to this size a CUDA IPC all-reduce is one-shot (every rank reduces every
   /// input), above it two-shot (each reduces a slice, then all gather). Default 256 KiB.

@@ -191,7 +191,7 @@ void checkAllReduce(int n, const std::vector<size_t>& counts, strataDataType_t d
 
 TEST(DeviceEngine, DirectOneShotAndTwoShotMatchHost) {
   Fixture f;
-  // 1 KiB one-shot, 256 KiB+ two-shot, 5 MB staged (above the 4 MiB direct limit); odd counts split unevenly.
+  // 1 KiB one-shot, 256 KiB+ two-shot, 5 MB in two rounds (above the 4 MiB regions); odd counts split unevenly.
   for (int n : {2, 3, 4}) {
     checkAllReduce(n, {1, 7, 257, 70001, 1300001}, strataFloat32, strataSum);
     checkAllReduce(n, {3, 70001}, strataBfloat16, strataMax);
@@ -199,6 +199,17 @@ TEST(DeviceEngine, DirectOneShotAndTwoShotMatchHost) {
   }
   EXPECT_GT(f.api.ipcOpens.load(), 0);
   EXPECT_GE(f.api.maxSources.load(), 4);  // one-shot combined all four ranks in one reduce
+}
+
+// All-reduces larger than the IPC regions (here 64 KiB) run as two-shot rounds: many rounds, in place and out
+// of place, a count that leaves a short last round.
+TEST(DeviceEngine, LargeDirectAllReduceInRounds) {
+  Fixture f;
+  setenv("STRATA_GPU_DIRECT_BYTES", "65536", 1);
+  checkAllReduce(3, {300001, 16384, 16385}, strataFloat32, strataSum);
+  checkAllReduce(2, {100003}, strataBfloat16, strataSum);
+  unsetenv("STRATA_GPU_DIRECT_BYTES");
+  EXPECT_GT(f.api.reduces.load(), 3 * 2 * 18);  // 300001 floats: 19 rounds per rank and call
 }
 
 TEST(DeviceEngine, ManyCallsCycleParitiesAndEpochs) {
