@@ -106,7 +106,7 @@ for n in 1 2 4; do
     -d float --device $base -T 50 --json "$OUT/perf_allreduce_small_n$n.json" > "$OUT/perf_allreduce_small_n$n.log" 2>&1 \
     || status=1
   tail -22 "$OUT/perf_allreduce_small_n$n.log"
-  # Bandwidth sweep: 128 KiB - 256 MiB (two-shot, then staged through host memory).
+  # Bandwidth sweep: 128 KiB - 256 MiB (CUDA IPC two-shot, in rounds above 4 MiB; one rank: staged).
   timeout 45 "$BIN/strata-run" -n $n --timeout 40 -- "$BIN/strata-perf" allreduce -b 128K -e 256M -f 8 -n 10 -w 2 \
     -d bfloat16 --device $base -T 35 --json "$OUT/perf_allreduce_large_n$n.json" > "$OUT/perf_allreduce_large_n$n.log" 2>&1 \
     || status=1
