@@ -160,6 +160,12 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
                   "is capturing); run them outside the capture",
                   comm_.rank()));
   joinChain(stream);
+  if (calls.size() == 1 && soloCopy(calls[0], stream)) {
+    check(api_.eventRecord(chainEvent_, stream), "cudaEventRecord");
+    lastStream_ = stream;
+    chained_ = true;
+    return;
+  }
   const Direct kind = calls.size() == 1 ? directKind(calls[0]) : Direct::kNone;
   if (kind != Direct::kNone && directState_ == DirectState::kUnset) setupDirect(device);
   if (kind != Direct::kNone && directState_ == DirectState::kOn) {
@@ -195,6 +201,22 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
   check(api_.eventRecord(chainEvent_, stream), "cudaEventRecord");
   lastStream_ = stream;
   chained_ = true;
+}
+
+// On one rank every collective is a copy of the send buffer into the receive buffer (Avg divides by 1), or
+// nothing (in place, a barrier): one device copy instead of a round trip through host memory. PreMulSum scales,
+// and send/recv to self pair calls of a group: those are staged.
+bool DeviceEngine::soloCopy(const CollCall& c, void* stream) {
+  if (comm_.size() != 1 || c.kind == CollKind::kSend || c.kind == CollKind::kRecv) return false;
+  if (static_cast<int>(c.op) >= strataNumOps &&
+      (c.kind == CollKind::kAllReduce || c.kind == CollKind::kReduceScatter || c.kind == CollKind::kReduce))
+    return false;
+  size_t sendElems = 0, recvElems = 0;
+  comm_.bufferElems(c, &sendElems, &recvElems);
+  const size_t bytes = std::min(sendElems, recvElems) * dtypeSize(c.dtype);
+  if (bytes > 0 && c.sendbuff != c.recvbuff)
+    check(api_.memcpyAsync(c.recvbuff, c.sendbuff, bytes, stream), "cudaMemcpyAsync (one rank)");
+  return true;
 }
 
 // ---- direct path (CUDA IPC) ---------------------------------------------------------------------------------

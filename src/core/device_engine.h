@@ -55,6 +55,7 @@ class DeviceEngine {
   Direct directKind(const CollCall& call) const;
   void enqueueDirect(const CollCall& call, Direct kind, void* stream);
   void enqueueStaged(std::span<const CollCall> calls, void* stream);
+  bool soloCopy(const CollCall& call, void* stream);
   void setupDirect(int device);
   Slot& freeSlot(size_t bytes);
   void joinChain(void* stream);

@@ -304,6 +304,27 @@ TEST(DeviceEngine, EveryCollectiveStagedInAndOutOfPlace) {
   });
 }
 
+// One rank: every collective is a device copy (or nothing), except PreMulSum, which is staged.
+TEST(DeviceEngine, OneRankCopies) {
+  Fixture f;
+  checkAllReduce(1, {0, 1, 1001}, strataFloat32, strataSum);
+  checkAllReduce(1, {1001}, strataInt32, strataAvg);
+  onRanks(1, [&](int, strataComm_t comm) {
+    std::vector<float> x(64, 3.0f), y(64, 0.0f), z(64, 0.0f);
+    EXPECT_EQ(strataAllGather(x.data(), y.data(), 64, strataFloat32, comm, stream(0)), strataSuccess);
+    EXPECT_EQ(y, x);
+    EXPECT_EQ(strataBroadcast(x.data(), z.data(), 64, strataFloat32, 0, comm, stream(0)), strataSuccess);
+    EXPECT_EQ(z, x);
+    float two = 2.0f;
+    strataRedOp_t op;
+    ASSERT_EQ(strataRedOpCreatePreMulSum(&op, &two, strataFloat32, strataScalarHostImmediate, comm), strataSuccess);
+    EXPECT_EQ(strataAllReduce(x.data(), y.data(), 64, strataFloat32, op, comm, stream(0)), strataSuccess);
+    EXPECT_EQ(y[63], 6.0f);  // staged: the host path pre-multiplies
+    EXPECT_EQ(strataRedOpDestroy(op, comm), strataSuccess);
+  });
+  EXPECT_EQ(f.api.reduces.load(), 0);
+}
+
 TEST(DeviceEngine, CaptureAndMixedGroupsAreRefused) {
   Fixture f;
   onRanks(1, [&](int, strataComm_t comm) {
