@@ -11,7 +11,9 @@ APT_PACKAGES=(
   libgloo-dev libopenblas-dev
   iproute2 procps bc python3-dev
 )
-PIP_PACKAGES=(numpy pytest matplotlib)
+# module[:pip name]. nanobind and scikit-build-core build the Python package (bindings/python); torch is
+# for its torch.distributed backend and DDP tests (PyPI's wheel, with its CUDA libraries: about 5 GB).
+PIP_PACKAGES=(numpy pytest matplotlib nanobind scikit_build_core:scikit-build-core torch)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -28,8 +30,11 @@ fi
 
 PY=${PYTHON:-python3}
 pmissing=()
-for p in "${PIP_PACKAGES[@]}"; do
-  $PY -c "import importlib.util,sys; sys.exit(0 if importlib.util.find_spec('$p') else 1)" 2>/dev/null || pmissing+=("$p")
+for entry in "${PIP_PACKAGES[@]}"; do
+  module=${entry%%:*}
+  package=${entry#*:}
+  $PY -c "import importlib.util,sys; sys.exit(0 if importlib.util.find_spec('$module') else 1)" 2>/dev/null ||
+    pmissing+=("$package")
 done
 if ((${#pmissing[@]})); then
   echo "[install_deps] pip install ${pmissing[*]}"

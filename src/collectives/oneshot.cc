@@ -30,6 +30,16 @@ Plan oneshotAllReduce(const CollArgs& args) {
   const size_t chunk = args.chunkElems;
   const size_t chunks = gen::numChunks(args.count, chunk);
   Plan plan = gen::emptyPlan(args);
+  if (!args.inPlace && chunks == 1) {
+    // One chunk fits in every connection's buffer, so the sends cannot block and one lane can do it all:
+    // send to every peer, then reduce. Each extra lane costs a runner pass per poll, which at a few
+    // bytes is most of the call.
+    std::vector<Op>& lane = plan.lanes.emplace_back();
+    const Region mine = chunkOf(kBufSend, 0, args.count, 0, chunk);
+    for (int k = 1; k < n; ++k) gen::append(lane, gen::sendOp(gen::mod(r + k, n), mine));
+    reduceChunkInRankOrder(lane, n, r, chunkOf(kBufRecv, 0, args.count, 0, chunk), mine);
+    return plan;
+  }
   if (!args.inPlace) {
     // Lane 0 receives and reduces into the receive buffer; lane k sends our input to rank r+k. The send
     // lanes only read the send buffer, which no lane writes.
