@@ -11,6 +11,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/communicator.h"
+#include "core/gpu_runtime.h"
 #include "kernels/reduce.h"
 #include "strata/strata.h"
 #include "util/error.h"
@@ -100,6 +101,20 @@ std::vector<std::shared_ptr<Task>> launchGroup(std::vector<std::pair<std::shared
     it->second.push_back(call);
   }
   std::vector<std::shared_ptr<Task>> tasks;
+  // Device batches are enqueued on their stream and never block the host, so they need no task.
+  for (auto it = batches.begin(); it != batches.end();) {
+    const bool anyDevice = std::any_of(it->second.begin(), it->second.end(), [](const CollCall& c) { return c.device; });
+    if (!anyDevice) {
+      ++it;
+      continue;
+    }
+    if (!std::all_of(it->second.begin(), it->second.end(), [](const CollCall& c) { return c.device; }))
+      throw InvalidUsage(strprintf("rank %d: a group mixes host buffers and device buffers on one communicator",
+                                   it->first->rank()));
+    it->first->runDevice(it->second);
+    it = batches.erase(it);
+  }
+  if (batches.empty()) return tasks;
   if (!async && batches.size() == 1) {
     batches[0].first->run(batches[0].second);
     return tasks;
@@ -109,24 +124,40 @@ std::vector<std::shared_ptr<Task>> launchGroup(std::vector<std::pair<std::shared
   return tasks;
 }
 
-strataResult_t issue(strataComm* comm, const CollCall& call) {
+// A call is a device call when it passes a CUDA stream, or when a buffer is device memory (NCCL's callers
+// often pass stream 0, the legacy default stream). The pointer check never loads CUDA: while the process has
+// not loaded the CUDA driver no pointer can be device memory, so host callers pay one cheap check.
+void classify(CollCall& call, strataStream_t stream, const Communicator& comm) {
+  if (stream) {
+    cudaApi();  // throws CudaError naming why CUDA cannot be used (no driver, no device, no CUDA build)
+    call.device = true;
+    call.stream = stream;
+    return;
+  }
+  if (devicePointerOwner(call.sendbuff) >= 0 || devicePointerOwner(call.recvbuff) >= 0) {
+    call.device = true;
+    call.stream = nullptr;
+  }
+  (void)comm;
+}
+
+strataResult_t issue(strataComm* comm, CollCall call, strataStream_t stream) {
   if (!isLive(comm))
     return record(nullptr, strataInvalidUsage, "invalid communicator (NULL, destroyed, or never initialised)");
   return guarded(comm, [&] {
+    classify(call, stream, *comm->impl);
     if (tGroup.depth > 0) {
       comm->impl->validate(call);  // now, so the error belongs to this call and not to strataGroupEnd
       tGroup.calls.emplace_back(comm->impl, call);
       return;
     }
-    comm->impl->run(std::span<const CollCall>(&call, 1));  // validates as it executes
+    if (call.device) {
+      comm->impl->validate(call);  // device work completes later, on the stream: argument errors come back now
+      comm->impl->runDevice(std::span<const CollCall>(&call, 1));
+    } else {
+      comm->impl->run(std::span<const CollCall>(&call, 1));  // validates as it executes
+    }
   });
-}
-
-strataResult_t checkStream(strataComm* comm, strataStream_t stream) {
-  if (stream != nullptr)
-    return record(comm, strataUnhandledCudaError,
-                  "a CUDA stream was passed but this build of Strata has no CUDA support; pass NULL for host buffers");
-  return strataSuccess;
 }
 
 }  // namespace
@@ -316,76 +347,61 @@ strataResult_t strataRedOpDestroy(strataRedOp_t op, strataComm_t comm) {
   return guarded(comm, [&] { comm->impl->destroyRedOp(op); });
 }
 
-#define STRATA_CHECK_STREAM(comm, stream)                      \
-  do {                                                         \
-    strataResult_t strata_r_ = checkStream((comm), (stream));  \
-    if (strata_r_ != strataSuccess) return strata_r_;          \
-  } while (0)
-
 strataResult_t strataAllReduce(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
                                strataRedOp_t op, strataComm_t comm, strataStream_t stream) {
-  STRATA_CHECK_STREAM(comm, stream);
   CollCall c{CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, -1};
-  return issue(comm, c);
+  return issue(comm, c, stream);
 }
 
 strataResult_t strataReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, strataDataType_t datatype,
                                    strataRedOp_t op, strataComm_t comm, strataStream_t stream) {
-  STRATA_CHECK_STREAM(comm, stream);
   CollCall c{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, -1};
-  return issue(comm, c);
+  return issue(comm, c, stream);
 }
 
 strataResult_t strataAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, strataDataType_t datatype,
                                strataComm_t comm, strataStream_t stream) {
-  STRATA_CHECK_STREAM(comm, stream);
   CollCall c{CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, strataSum, 0, -1};
-  return issue(comm, c);
+  return issue(comm, c, stream);
 }
 
 strataResult_t strataBroadcast(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype, int root,
                                strataComm_t comm, strataStream_t stream) {
-  STRATA_CHECK_STREAM(comm, stream);
   CollCall c{CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, strataSum, root, -1};
-  return issue(comm, c);
+  return issue(comm, c, stream);
 }
 
 strataResult_t strataReduce(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
                             strataRedOp_t op, int root, strataComm_t comm, strataStream_t stream) {
-  STRATA_CHECK_STREAM(comm, stream);
   CollCall c{CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, -1};
-  return issue(comm, c);
+  return issue(comm, c, stream);
 }
 
 strataResult_t strataAllToAll(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
                               strataComm_t comm, strataStream_t stream) {
-  STRATA_CHECK_STREAM(comm, stream);
   CollCall c{CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, strataSum, 0, -1};
-  return issue(comm, c);
+  return issue(comm, c, stream);
 }
 
 strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
                           strataStream_t stream) {
-  STRATA_CHECK_STREAM(comm, stream);
   CollCall c{CollKind::kSend, sendbuff, nullptr, count, datatype, strataSum, 0, peer};
   if (tGroup.depth == 0 && isLive(comm) && peer == comm->impl->rank() && count > 0)
     return record(comm, strataInvalidUsage, "strataSend to self outside a group has no matching receive");
-  return issue(comm, c);
+  return issue(comm, c, stream);
 }
 
 strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
                           strataStream_t stream) {
-  STRATA_CHECK_STREAM(comm, stream);
   CollCall c{CollKind::kRecv, nullptr, recvbuff, count, datatype, strataSum, 0, peer};
   if (tGroup.depth == 0 && isLive(comm) && peer == comm->impl->rank() && count > 0)
     return record(comm, strataInvalidUsage, "strataRecv from self outside a group has no matching send");
-  return issue(comm, c);
+  return issue(comm, c, stream);
 }
 
 strataResult_t strataBarrier(strataComm_t comm, strataStream_t stream) {
-  STRATA_CHECK_STREAM(comm, stream);
   CollCall c{CollKind::kBarrier, nullptr, nullptr, 0, strataInt8, strataSum, 0, -1};
-  return issue(comm, c);
+  return issue(comm, c, stream);
 }
 
 strataResult_t strataGroupStart(void) {

@@ -59,6 +59,10 @@ std::vector<int> planPeers(const Plan& plan) {
 
 }  // namespace
 
+void Communicator::bufferElems(const CollCall& c, size_t* sendElems, size_t* recvElems) const {
+  bufferCounts(c, nranks_, rank_, sendElems, recvElems);
+}
+
 void Communicator::validate(const CollCall& c) const {
   const char* name = collName(c.kind);
   if (!dtypeValid(static_cast<int>(c.dtype)))

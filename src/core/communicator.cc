@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/gpu_runtime.h"
 #include "topology/host.h"
 #include "topology/topology.h"
 #include "util/error.h"
@@ -225,6 +226,27 @@ Communicator::~Communicator() {
 }
 
 void Communicator::destroy() {
+  // Device work first, while the communicator still runs collectives: the engine may need a barrier before
+  // its CUDA IPC buffers can be freed (DeviceEngine::quiesce).
+  if (!aborted_.load() && !failed_.load()) {
+    DeviceEngine* engine = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(deviceMutex_);
+      engine = device_.get();
+    }
+    bool live = false;
+    {
+      std::lock_guard<std::mutex> lk(queueMutex_);
+      live = !destroyed_;
+    }
+    if (engine && live) {
+      try {
+        engine->quiesce();
+      } catch (const Error& e) {
+        STRATA_WARN(kLogColl, "rank %d: %s", rank_, e.what());
+      }
+    }
+  }
   {
     std::unique_lock<std::mutex> lk(queueMutex_);
     if (destroyed_) return;
@@ -234,6 +256,12 @@ void Communicator::destroy() {
   }
   queueCv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  // Every device call has been run (or dropped) by the worker; the engine waits for the GPU to finish with
+  // its memory before freeing it.
+  {
+    std::lock_guard<std::mutex> lk(deviceMutex_);
+    device_.reset();
+  }
   // Let committed messages leave before the links close, within the deadline.
   if (!aborted_.load()) {
     const int64_t deadline = nowNs() + std::min<int64_t>(config_.timeoutMs, 10000) * 1000000;
@@ -265,7 +293,10 @@ void Communicator::abort() {
   }
   {
     std::lock_guard<std::mutex> lk(queueMutex_);
-    for (auto& [calls, task] : queue_) task->complete(strataInvalidUsage, "communicator aborted before this work ran");
+    for (auto& item : queue_) {
+      item.task->complete(strataInvalidUsage, "communicator aborted before this work ran");
+      if (item.after) item.after(strataInvalidUsage);
+    }
     queue_.clear();
   }
   queueCv_.notify_all();
@@ -380,13 +411,14 @@ void Communicator::run(std::span<const CollCall> calls) {
   runLocked(calls);
 }
 
-std::shared_ptr<Task> Communicator::submit(std::vector<CollCall> calls) {
+std::shared_ptr<Task> Communicator::submit(std::vector<CollCall> calls, std::function<void()> before,
+                                           std::function<void(strataResult_t)> after) {
   checkUsable();
   auto task = std::make_shared<Task>();
   {
     std::lock_guard<std::mutex> lk(queueMutex_);
     if (destroyed_) throw InvalidUsage(strprintf("rank %d: communicator used after destroy", rank_));
-    queue_.emplace_back(std::move(calls), task);
+    queue_.push_back(QueueItem{std::move(calls), task, std::move(before), std::move(after)});
     if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   }
   queueCv_.notify_all();
@@ -401,7 +433,7 @@ void Communicator::workerLoop() {
       if (stopWorker_) return;
       continue;
     }
-    auto [calls, task] = std::move(queue_.front());
+    QueueItem item = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
     lk.unlock();
@@ -409,7 +441,8 @@ void Communicator::workerLoop() {
     std::string message;
     try {
       checkUsable();
-      runLocked(calls);
+      if (item.before) item.before();
+      runLocked(item.calls);
     } catch (const Error& e) {
       result = e.code();
       message = e.what();
@@ -417,7 +450,8 @@ void Communicator::workerLoop() {
       result = strataInternalError;
       message = e.what();
     }
-    task->complete(result, message);
+    if (item.after) item.after(result);
+    item.task->complete(result, message);
     lk.lock();
     busy_ = false;
     queueCv_.notify_all();
@@ -445,6 +479,19 @@ void Communicator::runLocked(std::span<const CollCall> calls) {
     fail(ie);
     throw ie;
   }
+}
+
+void Communicator::runDevice(std::span<const CollCall> calls) {
+  checkUsable();
+  for (const CollCall& c : calls) validate(c);
+  DeviceEngine* engine;
+  {
+    std::lock_guard<std::mutex> lk(deviceMutex_);
+    if (destroyed_) throw InvalidUsage(strprintf("rank %d: communicator used after destroy", rank_));
+    if (!device_) device_ = std::make_unique<DeviceEngine>(*this, cudaApi());
+    engine = device_.get();
+  }
+  engine->enqueue(calls, calls.empty() ? nullptr : calls.front().stream);
 }
 
 // ---- execution ----------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/algorithms.h"
 #include "collectives/selector.h"
+#include "core/device_engine.h"
 #include "core/plan_runner.h"
 #include "strata/strata.h"
 #include "transport/transport.h"
@@ -37,6 +38,10 @@ struct CollCall {
   strataRedOp_t op = strataSum;
   int root = 0;
   int peer = -1;
+  /// Device buffers (a CUDA stream was passed, or a buffer is device memory): run by the DeviceEngine on
+  /// `stream` (nullptr: the legacy default stream).
+  bool device = false;
+  void* stream = nullptr;
 };
 
 /// What an executing operation is, for error messages. Formatted only when something goes wrong, so the
@@ -84,8 +89,20 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void validate(const CollCall& call) const;
   /// Runs the calls (one group) and returns when their results are in place.
   void run(std::span<const CollCall> calls);
-  /// Queues the calls behind earlier work and returns at once.
-  std::shared_ptr<Task> submit(std::vector<CollCall> calls);
+  /// Queues the calls behind earlier work and returns at once. `before` runs on the worker just before the
+  /// calls (it may throw: the calls then fail), `after` always runs once they finished or failed, or when
+  /// the work is dropped by abort (device work uses these to wait for its inputs and release its stream).
+  std::shared_ptr<Task> submit(std::vector<CollCall> calls, std::function<void()> before = {},
+                               std::function<void(strataResult_t)> after = {});
+  /// Enqueues device-buffer calls (one group, one stream) on the GPU and returns without waiting for them.
+  /// Throws CudaError when CUDA cannot be used, naming the cause.
+  void runDevice(std::span<const CollCall> calls);
+  /// Elements of sendbuff and recvbuff a call touches on this rank.
+  void bufferElems(const CollCall& call, size_t* sendElems, size_t* recvElems) const;
+  /// Every rank of this communicator runs on one host.
+  bool oneHost() const { return oneHost_; }
+  /// The device engine, if a device call has created it (tests and tools).
+  DeviceEngine* deviceEngine() { return device_.get(); }
 
   std::shared_ptr<Communicator> split(int color, int key);
   /// Waits for queued work, flushes connections and releases everything. Idempotent.
@@ -180,10 +197,19 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // Work queue: one executor at a time (inline caller or worker), in submission order.
   std::mutex queueMutex_;
   std::condition_variable queueCv_;
-  std::deque<std::pair<std::vector<CollCall>, std::shared_ptr<Task>>> queue_;
+  struct QueueItem {
+    std::vector<CollCall> calls;
+    std::shared_ptr<Task> task;
+    std::function<void()> before;
+    std::function<void(strataResult_t)> after;
+  };
+  std::deque<QueueItem> queue_;
   bool busy_ = false;
   bool stopWorker_ = false;
   std::thread worker_;
+
+  std::mutex deviceMutex_;
+  std::unique_ptr<DeviceEngine> device_;  // created by the first device call
 };
 
 /// Reduction operator that `op` maps to for `dtype` on a communicator of `nranks` ranks:

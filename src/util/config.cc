@@ -73,6 +73,12 @@ Config Config::fromEnv() {
   if (auto v = env("STRATA_NSLOTS")) c.nslots = static_cast<int>(parseInt("STRATA_NSLOTS", v, 2, 1024));
   if (auto v = env("STRATA_NSOCKS")) c.nsocks = static_cast<int>(parseInt("STRATA_NSOCKS", v, 1, 64));
   if (auto v = env("STRATA_SPIN_US")) c.spinUs = static_cast<int>(parseInt("STRATA_SPIN_US", v, 0, 1000000));
+  if (auto v = env("STRATA_GPU_DIRECT_BYTES"))
+    c.gpuDirectMaxBytes = parseInt("STRATA_GPU_DIRECT_BYTES", v, 0, int64_t{1} << 30);
+  if (auto v = env("STRATA_GPU_STAGE_CHUNK_BYTES"))
+    c.gpuStageChunkBytes = parseInt("STRATA_GPU_STAGE_CHUNK_BYTES", v, 0, int64_t{1} << 30);
+  if (auto v = env("STRATA_GPU_ONESHOT_BYTES"))
+    c.gpuOneShotMaxBytes = parseInt("STRATA_GPU_ONESHOT_BYTES", v, 0, int64_t{1} << 30);
   return c;
 }
 
@@ -94,6 +100,13 @@ std::vector<Config::Entry> Config::describe() const {
       {"STRATA_NSLOTS", std::to_string(nslots), "FIFO slots per connection direction"},
       {"STRATA_NSOCKS", std::to_string(nsocks), "TCP sockets per peer"},
       {"STRATA_SPIN_US", std::to_string(spinUs), "spin time before a wait yields/sleeps"},
+      {"STRATA_GPU_DIRECT_BYTES", std::to_string(gpuDirectMaxBytes),
+       "CUDA IPC region per rank for device all-reduces on one host; larger ones run in rounds (0: staged)"},
+      {"STRATA_GPU_ONESHOT_BYTES", std::to_string(gpuOneShotMaxBytes),
+       "largest CUDA IPC all-reduce run one-shot (larger ones run two-shot)"},
+      {"STRATA_GPU_STAGE_CHUNK_BYTES", std::to_string(gpuStageChunkBytes),
+       "chunk of a device all-reduce staged through host memory (copies overlap the transfer)"},
+      {"STRATA_CUDA_LIBRARY", "", "path of libstrata_cuda.so (default: next to libstrata)"},
   };
 }
 

@@ -40,6 +40,18 @@ struct Config {
   /// STRATA_SPIN_US: how long a wait spins before it yields (then, after 50 ms idle, sleeps). Ignored when
   /// ranks outnumber this host's cores: then waits yield at once. Default 5.
   int spinUs = 5;
+  /// STRATA_GPU_DIRECT_BYTES: size of the CUDA IPC regions for device all-reduces between ranks of one host
+  /// (peers' device buffers read by kernels): an all-reduce up to this size is one call, a larger one runs in
+  /// two-shot rounds of this size. 0: no CUDA IPC, every device all-reduce is staged through host memory. Each
+  /// rank allocates 4x this on its GPU at the first such call. Default 4 MiB.
+  size_t gpuDirectMaxBytes = size_t{4} << 20;
+  /// STRATA_GPU_ONESHOT_BYTES: up to this size a CUDA IPC all-reduce is one-shot (every rank reduces every
+  /// input), above it two-shot (each reduces a slice, then all gather). Default 256 KiB.
+  size_t gpuOneShotMaxBytes = size_t{256} << 10;
+  /// STRATA_GPU_STAGE_CHUNK_BYTES: a device all-reduce staged through host memory that is larger than twice
+  /// this runs in chunks of this size, so copies to and from the GPU overlap the transfer (0: one piece).
+  /// Default 4 MiB.
+  size_t gpuStageChunkBytes = size_t{4} << 20;
 
   /// Reads every variable from the environment; throws InvalidArgument naming a malformed one.
   static Config fromEnv();

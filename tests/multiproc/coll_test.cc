@@ -2,6 +2,14 @@
 // and out of place, checked exactly against values every rank can compute for every other rank
 // (nccl-tests style: small integers whose sums and products are exact in every dtype).
 // Usage: strata_coll_test [--counts 0,1,7] [--colls allreduce,...] [--algos allreduce:ring;allreduce:oneshot]
+//
+// Built a second time as strata_gpu_coll_test (STRATA_TEST_CUDA): --device runs every call on CUDA device
+// buffers on a non-blocking stream. Inputs are uploaded before the call; after it, a kernel (Strata's own copy
+// kernel) enqueued on the same stream copies every buffer and the copy is read back, so a result that is not
+// complete in stream order fails the check. --device also checks that capturing a collective into a CUDA graph
+// is refused with a clear error. --probe exits 0 when a CUDA device is usable and 77 (CTest's skip code)
+// with the reason otherwise.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +19,11 @@
 
 #include "kernels/reduce.h"
 #include "strata/strata.h"
+#ifdef STRATA_TEST_CUDA
+#include <cuda_runtime.h>
+
+#include "core/gpu_runtime.h"
+#endif
 
 using strata::loadAsDouble;
 using strata::storeFromDouble;
@@ -78,6 +91,80 @@ struct Buffer {
   void set(size_t i, double v) { storeFromDouble(bytes.data(), i, t, v); }
 };
 
+// ---- device mode -------------------------------------------------------------------------------------------
+// P(buffer, hostPointer) is the pointer a call gets: the host pointer, or (--device) the same offset in a device
+// copy of the buffer, made on first use in a call. done() brings every device copy back through a kernel
+// enqueued after the call on the call's stream, then waits for the stream.
+bool gDevice = false;
+strataStream_t gStream = nullptr;
+
+#ifdef STRATA_TEST_CUDA
+#define CUDA_OK(call)                                                                                     \
+  do {                                                                                                    \
+    cudaError_t e_ = (call);                                                                              \
+    if (e_ != cudaSuccess) {                                                                              \
+      std::fprintf(stderr, "rank %d: %s failed: %s\n", gRank, #call, cudaGetErrorString(e_));             \
+      std::exit(1);                                                                                       \
+    }                                                                                                     \
+  } while (0)
+char* gArena = nullptr;  // one device allocation, bump-allocated per call
+size_t gArenaSize = 0, gArenaUsed = 0;
+struct Mirror {
+  std::vector<char>* host;
+  char* dev;
+};
+std::vector<Mirror> gMirrors;
+
+char* arenaAlloc(size_t bytes) {
+  bytes = (bytes + 255) / 256 * 256;
+  if (gArenaUsed + bytes > gArenaSize) {
+    std::fprintf(stderr, "rank %d: device arena of %zu bytes exhausted\n", gRank, gArenaSize);
+    std::exit(1);
+  }
+  char* p = gArena + gArenaUsed;
+  gArenaUsed += bytes;
+  return p;
+}
+#endif
+
+template <class B>
+void* P(B& buf, const void* hostPtr) {
+#ifdef STRATA_TEST_CUDA
+  if (gDevice) {
+    const char* h = static_cast<const char*>(hostPtr);
+    const size_t off = static_cast<size_t>(h - buf.bytes.data());
+    for (Mirror& m : gMirrors)
+      if (m.host == &buf.bytes) return m.dev + off;
+    char* d = arenaAlloc(buf.bytes.size());
+    CUDA_OK(cudaMemcpy(d, buf.bytes.data(), buf.bytes.size(), cudaMemcpyHostToDevice));
+    gMirrors.push_back(Mirror{&buf.bytes, d});
+    return d + off;
+  }
+#endif
+  (void)buf;
+  return const_cast<void*>(hostPtr);
+}
+
+void done() {
+#ifdef STRATA_TEST_CUDA
+  if (!gDevice) return;
+  cudaStream_t s = static_cast<cudaStream_t>(gStream);
+  for (Mirror& m : gMirrors) {
+    // A kernel on the same stream reads the result; only stream order makes it see the collective's output.
+    char* check = arenaAlloc(m.host->size());
+    const void* src = m.dev;
+    if (strata::cudaApi().reduce(check, &src, 1, m.host->size(), strataUint8, strata::ReduceKind::kSum, s) != 0) {
+      std::fprintf(stderr, "rank %d: copy kernel failed\n", gRank);
+      std::exit(1);
+    }
+    CUDA_OK(cudaMemcpyAsync(m.host->data(), check, m.host->size(), cudaMemcpyDeviceToHost, s));
+  }
+  CUDA_OK(cudaStreamSynchronize(s));
+  gMirrors.clear();
+  gArenaUsed = 0;
+#endif
+}
+
 double tolerance(strataDataType_t t, int op) {
   if (op != strataAvg) return 0;
   switch (t) {
@@ -122,7 +209,8 @@ void testAllReduce(strataComm_t comm, strataDataType_t t, int op, strataRedOp_t 
   for (size_t i = 0; i < count; ++i) send.set(i, value(vop, t, gRank, i));
   Buffer orig = send;
   Buffer& out = inPlace ? send : recv;
-  CHECK_OK(strataAllReduce(send.at(0), out.at(0), count, t, rop, comm, nullptr));
+  CHECK_OK(strataAllReduce(P(send, send.at(0)), P(out, out.at(0)), count, t, rop, comm, gStream));
+  done();
   for (size_t i = 0; i < count; ++i) expect("allreduce", t, op, count, inPlace, i, out.get(i), expectedReduction(op, t, i, premul));
   if (!inPlace && send.bytes != orig.bytes) expect("allreduce sendbuff changed", t, op, count, false, 0, 1, 0);
 }
@@ -135,7 +223,8 @@ void testReduceScatter(strataComm_t comm, strataDataType_t t, int op, strataRedO
   for (size_t i = 0; i < n * count; ++i) send.set(i, value(vop, t, gRank, i));
   Buffer orig = send;
   void* out = inPlace ? send.at(r * count) : recv.at(0);
-  CHECK_OK(strataReduceScatter(send.at(0), out, count, t, rop, comm, nullptr));
+  CHECK_OK(strataReduceScatter(P(send, send.at(0)), inPlace ? P(send, out) : P(recv, out), count, t, rop, comm, gStream));
+  done();
   for (size_t i = 0; i < count; ++i) {
     const double got = inPlace ? send.get(r * count + i) : recv.get(i);
     expect("reducescatter", t, op, count, inPlace, i, got, expectedReduction(op, t, r * count + i, premul));
@@ -150,7 +239,8 @@ void testAllGather(strataComm_t comm, strataDataType_t t, size_t count, bool inP
   if (inPlace)
     for (size_t i = 0; i < count; ++i) recv.set(r * count + i, value(strataSum, t, gRank, i));
   const void* in = inPlace ? recv.at(r * count) : send.at(0);
-  CHECK_OK(strataAllGather(in, recv.at(0), count, t, comm, nullptr));
+  CHECK_OK(strataAllGather(inPlace ? P(recv, in) : P(send, in), P(recv, recv.at(0)), count, t, comm, gStream));
+  done();
   for (size_t j = 0; j < n; ++j)
     for (size_t i = 0; i < count; ++i)
       expect("allgather", t, -1, count, inPlace, j * count + i, recv.get(j * count + i),
@@ -162,7 +252,8 @@ void testBroadcast(strataComm_t comm, strataDataType_t t, size_t count, bool inP
   if (gRank == root)
     for (size_t i = 0; i < count; ++i) send.set(i, value(strataSum, t, root, i));
   Buffer& out = inPlace ? send : recv;
-  CHECK_OK(strataBroadcast(send.at(0), out.at(0), count, t, root, comm, nullptr));
+  CHECK_OK(strataBroadcast(P(send, send.at(0)), P(out, out.at(0)), count, t, root, comm, gStream));
+  done();
   for (size_t i = 0; i < count; ++i) expect("broadcast", t, -1, count, inPlace, i, out.get(i), value(strataSum, t, root, i));
 }
 
@@ -172,7 +263,8 @@ void testReduce(strataComm_t comm, strataDataType_t t, int op, strataRedOp_t rop
   Buffer send(count, t), recv(count, t);
   for (size_t i = 0; i < count; ++i) send.set(i, value(vop, t, gRank, i));
   Buffer& out = inPlace ? send : recv;
-  CHECK_OK(strataReduce(send.at(0), out.at(0), count, t, rop, root, comm, nullptr));
+  CHECK_OK(strataReduce(P(send, send.at(0)), P(out, out.at(0)), count, t, rop, root, comm, gStream));
+  done();
   if (gRank == root)
     for (size_t i = 0; i < count; ++i) expect("reduce", t, op, count, inPlace, i, out.get(i), expectedReduction(op, t, i, premul));
 }
@@ -182,7 +274,8 @@ void testAllToAll(strataComm_t comm, strataDataType_t t, size_t count, bool inPl
   Buffer send(n * count, t), recv(n * count, t);
   for (size_t i = 0; i < n * count; ++i) send.set(i, value(strataSum, t, gRank, i));
   Buffer& out = inPlace ? send : recv;
-  CHECK_OK(strataAllToAll(send.at(0), out.at(0), count, t, comm, nullptr));
+  CHECK_OK(strataAllToAll(P(send, send.at(0)), P(out, out.at(0)), count, t, comm, gStream));
+  done();
   for (size_t j = 0; j < n; ++j)
     for (size_t i = 0; i < count; ++i)
       expect("alltoall", t, -1, count, inPlace, j * count + i, out.get(j * count + i),
@@ -195,11 +288,12 @@ void testSendRecv(strataComm_t comm, strataDataType_t t, size_t count) {
   Buffer send(count, t), recv(count, t), self(count, t);
   for (size_t i = 0; i < count; ++i) send.set(i, value(strataSum, t, gRank, i));
   CHECK_OK(strataGroupStart());
-  CHECK_OK(strataSend(send.at(0), count, t, next, comm, nullptr));
-  CHECK_OK(strataRecv(recv.at(0), count, t, prev, comm, nullptr));
-  CHECK_OK(strataSend(send.at(0), count, t, gRank, comm, nullptr));
-  CHECK_OK(strataRecv(self.at(0), count, t, gRank, comm, nullptr));
+  CHECK_OK(strataSend(P(send, send.at(0)), count, t, next, comm, gStream));
+  CHECK_OK(strataRecv(P(recv, recv.at(0)), count, t, prev, comm, gStream));
+  CHECK_OK(strataSend(P(send, send.at(0)), count, t, gRank, comm, gStream));
+  CHECK_OK(strataRecv(P(self, self.at(0)), count, t, gRank, comm, gStream));
   CHECK_OK(strataGroupEnd());
+  done();
   for (size_t i = 0; i < count; ++i) {
     expect("sendrecv", t, -1, count, false, i, recv.get(i), value(strataSum, t, prev, i));
     expect("sendrecv self", t, -1, count, false, i, self.get(i), value(strataSum, t, gRank, i));
@@ -251,7 +345,10 @@ void runAll(strataComm_t comm, const std::vector<size_t>& counts, const std::vec
       }
       if (wanted(colls, "sendrecv")) testSendRecv(comm, t, count);
     }
-    if (wanted(colls, "barrier")) CHECK_OK(strataBarrier(comm, nullptr));
+    if (wanted(colls, "barrier")) {
+      CHECK_OK(strataBarrier(comm, gStream));
+      done();
+    }
   }
 }
 
@@ -273,6 +370,20 @@ int main(int argc, char** argv) {
       algos = splitList(argv[++i], ';');
     } else if (a == "--fake-hosts" && i + 1 < argc) {
       fakeHosts = std::atoi(argv[++i]);
+    } else if (a == "--device" || a == "--probe") {
+#ifdef STRATA_TEST_CUDA
+      int ndev = 0;
+      const cudaError_t e = cudaGetDeviceCount(&ndev);
+      if (e != cudaSuccess || ndev == 0) {
+        std::printf("SKIPPED: no usable CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 77;
+      }
+      if (a == "--probe") return 0;
+      gDevice = true;
+#else
+      std::printf("SKIPPED: built without CUDA\n");
+      return 77;
+#endif
     } else {
       std::fprintf(stderr,
                    "usage: %s [--counts a,b] [--colls x,y] [--algos 'allreduce:ring;allreduce:oneshot'] "
@@ -285,6 +396,46 @@ int main(int argc, char** argv) {
   CHECK_OK(strataCommInitFromEnv(&world));
   CHECK_OK(strataCommUserRank(world, &gRank));
   CHECK_OK(strataCommCount(world, &gSize));
+#ifdef STRATA_TEST_CUDA
+  if (gDevice) {
+    // Ranks share the GPUs round-robin by local rank (one GPU: every rank on it).
+    int ndev = 1;
+    CUDA_OK(cudaGetDeviceCount(&ndev));
+    const char* lr = std::getenv("LOCAL_RANK");
+    CUDA_OK(cudaSetDevice((lr ? std::atoi(lr) : gRank) % ndev));
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    gStream = s;
+    size_t largest = 0;
+    for (size_t c : counts) largest = std::max(largest, c);
+    // Per call at most: send and recv of n * count elements of 8 bytes, each mirrored and copied once more.
+    gArenaSize = 4 * (largest * 8 * static_cast<size_t>(gSize) + 4096) + (1 << 20);
+    CUDA_OK(cudaMalloc(&gArena, gArenaSize));
+    // A collective captured into a CUDA graph is refused with a clear error, and the capture is not broken.
+    std::vector<char> one(64, 0);
+    struct Bytes {
+      std::vector<char> bytes;
+    } probe{one};
+    void* d = P(probe, probe.bytes.data());
+    CHECK_OK(strataAllReduce(d, d, 4, strataFloat32, strataSum, world, gStream));
+    done();
+    cudaGraph_t graph = nullptr;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    d = P(probe, probe.bytes.data());
+    const strataResult_t r = strataAllReduce(d, d, 4, strataFloat32, strataSum, world, gStream);
+    const std::string msg = strataGetLastError(world);
+    CUDA_OK(cudaStreamEndCapture(s, &graph));
+    if (graph) cudaGraphDestroy(graph);
+    gMirrors.clear();
+    gArenaUsed = 0;
+    ++gChecks;
+    if (r != strataInvalidUsage || msg.find("CUDA graph") == std::string::npos) {
+      std::fprintf(stderr, "rank %d: a captured collective returned %d (%s), expected strataInvalidUsage\n", gRank,
+                   static_cast<int>(r), msg.c_str());
+      ++gFailures;
+    }
+  }
+#endif
   if (fakeHosts > 0) {
     // Ranks r/K share a host id: hierarchical plans see several hosts, and ranks on different "hosts"
     // talk over the network transport, as on a cluster.
@@ -307,7 +458,15 @@ int main(int argc, char** argv) {
   // Everyone learns the total number of failures.
   long total[2] = {gFailures, gChecks};
   CHECK_OK(strataAllReduce(total, total, 2, strataInt64, strataSum, world, nullptr));
+  strataResult_t asyncErr = strataSuccess;
+  CHECK_OK(strataCommGetAsyncError(world, &asyncErr));
+  if (asyncErr != strataSuccess) {
+    std::fprintf(stderr, "rank %d: asynchronous error: %s\n", gRank, strataGetErrorString(asyncErr));
+    total[0] += 1;
+  }
   CHECK_OK(strataCommDestroy(world));
-  if (gRank == 0) std::printf("strata_coll_test: %d ranks, %ld checks, %ld wrong\n", gSize, total[1], total[0]);
+  if (gRank == 0)
+    std::printf("strata_coll_test: %d ranks%s, %ld checks, %ld wrong\n", gSize, gDevice ? " (device buffers)" : "",
+                total[1], total[0]);
   return total[0] == 0 ? 0 : 1;
 }

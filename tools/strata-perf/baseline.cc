@@ -4,7 +4,7 @@
 
 namespace strata::perf {
 
-std::vector<std::string> knownBaselines() { return {"mpi", "gloo"}; }
+std::vector<std::string> knownBaselines() { return {"mpi", "gloo", "nccl"}; }
 
 std::vector<std::string> builtBaselines() {
   std::vector<std::string> names;
@@ -13,6 +13,9 @@ std::vector<std::string> builtBaselines() {
 #endif
 #ifdef STRATA_PERF_WITH_GLOO
   names.push_back("gloo");
+#endif
+#ifdef STRATA_PERF_WITH_NCCL
+  names.push_back("nccl");
 #endif
   return names;
 }
@@ -23,6 +26,9 @@ std::unique_ptr<Baseline> makeBaseline(const std::string& name, const BaselineSe
 #endif
 #ifdef STRATA_PERF_WITH_GLOO
   if (name == "gloo") return makeGlooBaseline(settings);
+#endif
+#ifdef STRATA_PERF_WITH_NCCL
+  if (name == "nccl") return makeNcclBaseline(settings);
 #endif
   (void)settings;
   throw BaselineError("baseline '" + name + "' is not built into this strata-perf");

@@ -64,6 +64,7 @@ struct BaselineSettings {
   strataComm_t comm;  // Strata's communicator: the ranks, and a channel for the baseline's own setup
   int rank, nranks;
   std::chrono::milliseconds timeout{0};  // deadline of every baseline call; 0 = the library's default
+  bool deviceBuffers = false;             // --device: the call's buffers are CUDA device memory
 };
 
 /// The baselines this strata-perf was built with, e.g. {"mpi", "gloo"}.
@@ -74,8 +75,9 @@ std::vector<std::string> knownBaselines();
 /// the library sees other ranks than Strata does.
 std::unique_ptr<Baseline> makeBaseline(const std::string& name, const BaselineSettings& settings);
 
-// Implemented by baseline_mpi.cc and baseline_gloo.cc when they are built.
+// Implemented by baseline_mpi.cc, baseline_gloo.cc and baseline_nccl.cc when they are built.
 std::unique_ptr<Baseline> makeMpiBaseline(const BaselineSettings& settings);
 std::unique_ptr<Baseline> makeGlooBaseline(const BaselineSettings& settings);
+std::unique_ptr<Baseline> makeNcclBaseline(const BaselineSettings& settings);
 
 }  // namespace strata::perf

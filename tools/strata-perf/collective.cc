@@ -246,26 +246,27 @@ RunBuffers runBuffers(const Layout& layout, size_t eltSize, void* sendbuff, void
 }
 
 strataResult_t runCollective(CollKind kind, const RunBuffers& b, const Layout& l, strataDataType_t type,
-                             strataRedOp_t op, int root, strataComm_t comm, int rank, int nranks) {
+                             strataRedOp_t op, int root, strataComm_t comm, int rank, int nranks,
+                             strataStream_t stream) {
   switch (kind) {
     case CollKind::kAllReduce:
-      return strataAllReduce(b.send, b.recv, l.paramCount, type, op, comm, nullptr);
+      return strataAllReduce(b.send, b.recv, l.paramCount, type, op, comm, stream);
     case CollKind::kReduceScatter:
-      return strataReduceScatter(b.send, b.recv, l.paramCount, type, op, comm, nullptr);
+      return strataReduceScatter(b.send, b.recv, l.paramCount, type, op, comm, stream);
     case CollKind::kAllGather:
-      return strataAllGather(b.send, b.recv, l.paramCount, type, comm, nullptr);
+      return strataAllGather(b.send, b.recv, l.paramCount, type, comm, stream);
     case CollKind::kBroadcast:
-      return strataBroadcast(b.send, b.recv, l.paramCount, type, root, comm, nullptr);
+      return strataBroadcast(b.send, b.recv, l.paramCount, type, root, comm, stream);
     case CollKind::kReduce:
-      return strataReduce(b.send, b.recv, l.paramCount, type, op, root, comm, nullptr);
+      return strataReduce(b.send, b.recv, l.paramCount, type, op, root, comm, stream);
     case CollKind::kAllToAll:
-      return strataAllToAll(b.send, b.recv, l.paramCount, type, comm, nullptr);
+      return strataAllToAll(b.send, b.recv, l.paramCount, type, comm, stream);
     case CollKind::kSendRecv: {
       // nccl-tests' sendrecv: every rank sends to the next and receives from the previous, as one group.
       strataResult_t rc = strataGroupStart();
       if (rc != strataSuccess) return rc;
-      strataResult_t sendRc = strataSend(b.send, l.paramCount, type, (rank + 1) % nranks, comm, nullptr);
-      strataResult_t recvRc = strataRecv(b.recv, l.paramCount, type, (rank + nranks - 1) % nranks, comm, nullptr);
+      strataResult_t sendRc = strataSend(b.send, l.paramCount, type, (rank + 1) % nranks, comm, stream);
+      strataResult_t recvRc = strataRecv(b.recv, l.paramCount, type, (rank + nranks - 1) % nranks, comm, stream);
       rc = strataGroupEnd();
       if (sendRc != strataSuccess) return sendRc;
       if (recvRc != strataSuccess) return recvRc;

@@ -46,9 +46,10 @@ struct RunBuffers {
 };
 RunBuffers runBuffers(const Layout& layout, size_t eltSize, void* sendbuff, void* recvbuff, bool inPlace, int rank);
 
-/// Issues one blocking collective (NULL stream, host buffers).
+/// Issues one collective: blocking on host buffers (stream NULL), or enqueued on `stream` for device buffers.
 strataResult_t runCollective(CollKind kind, const RunBuffers& bufs, const Layout& layout, strataDataType_t type,
-                             strataRedOp_t op, int root, strataComm_t comm, int rank, int nranks);
+                             strataRedOp_t op, int root, strataComm_t comm, int rank, int nranks,
+                             strataStream_t stream = nullptr);
 
 /// What one check compares: which elements of which buffer this rank verifies.
 struct CheckContext {

@@ -25,6 +25,7 @@
 
 #include "baseline.h"
 #include "collective.h"
+#include "device.h"
 #include "dtype.h"
 #include "report.h"
 #include "strata/strata.h"
@@ -63,6 +64,7 @@ struct Options {
   int showWrong = 0;
   std::vector<std::string> baselines;  // --baseline: libraries timed next to Strata
   bool membound = false;               // --membound: memory-bandwidth bound of all-reduce, measured per row
+  bool device = false;                 // --device: CUDA device buffers and a stream
 };
 
 std::string builtBaselineList() {
@@ -106,10 +108,13 @@ void printUsage(FILE* out) {
                "      --membound           all-reduce only: time memcpy of the same buffers on every rank at once\n"
                "                           and add the memory-bandwidth bound of busbw and Strata's share of it\n"
                "      --show-wrong N       describe the first N wrong elements of each rank on stderr\n"
-               "      --baseline LIST      also time these libraries on the same calls and buffers: mpi, gloo or\n"
-               "                           mpi,gloo (built here: %s). Each adds columns time, busbw, #wrong and\n"
+               "      --baseline LIST      also time these libraries on the same calls and buffers: mpi, gloo, nccl\n"
+               "                           (built here: %s). Each adds columns time, busbw, #wrong and\n"
                "                           \"x NAME\" (Strata's out-of-place busbw / the baseline's); n/a where the\n"
-               "                           library lacks the type or op. mpi needs the ranks started by mpirun.\n"
+               "                           library lacks the type or op. mpi needs the ranks started by mpirun;\n"
+               "                           nccl needs --device and one GPU per rank (libnccl.so.2 loaded at run time)\n"
+               "      --device             CUDA device buffers (GPU local rank mod device count) and a stream per\n"
+               "                           rank; each call is timed from launch to completion of its stream\n"
                "      --inject-fault       TEST ONLY: corrupt one result element after the first check run, so\n"
                "                           the check must report it (#wrong > 0, exit status 1)\n"
                "  -h, --help               show this help\n"
@@ -212,7 +217,18 @@ Options parseOptions(int argc, char** argv) {
   opt.coll = findColl(first);
   if (opt.coll == nullptr) usageError("unknown collective '" + first + "' (expected one of " + collNames() + ")");
 
-  enum LongOnly { kAlgo = 1000, kTransport, kJson, kCsv, kProgress, kInjectFault, kShowWrong, kBaseline, kMembound };
+  enum LongOnly {
+    kAlgo = 1000,
+    kTransport,
+    kJson,
+    kCsv,
+    kProgress,
+    kInjectFault,
+    kShowWrong,
+    kBaseline,
+    kMembound,
+    kDevice
+  };
   static const option kLongOptions[] = {
       {"minbytes", required_argument, nullptr, 'b'},
       {"maxbytes", required_argument, nullptr, 'e'},
@@ -239,6 +255,7 @@ Options parseOptions(int argc, char** argv) {
       {"show-wrong", required_argument, nullptr, kShowWrong},
       {"baseline", required_argument, nullptr, kBaseline},
       {"membound", no_argument, nullptr, kMembound},
+      {"device", no_argument, nullptr, kDevice},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -335,6 +352,10 @@ Options parseOptions(int argc, char** argv) {
       case kMembound:
         opt.membound = true;
         break;
+      case kDevice:
+        if (!deviceBuilt()) usageError("--device: this strata-perf was built without CUDA");
+        opt.device = true;
+        break;
       case kInjectFault:
         opt.injectFault = true;
         break;
@@ -346,7 +367,7 @@ Options parseOptions(int argc, char** argv) {
         for (const std::string& name : splitList(arg)) {
           const std::vector<std::string> known = knownBaselines(), built = builtBaselines();
           if (std::find(known.begin(), known.end(), name) == known.end()) {
-            usageError("--baseline: unknown baseline '" + name + "' (expected mpi, gloo or mpi,gloo)");
+            usageError("--baseline: unknown baseline '" + name + "' (expected a list of mpi, gloo, nccl)");
           }
           if (std::find(built.begin(), built.end(), name) == built.end()) {
             usageError("--baseline " + name + ": this strata-perf was built without it (built: " + builtBaselineList() +
@@ -392,6 +413,11 @@ Options parseOptions(int argc, char** argv) {
     }
     if (!found) usageError("-o/--op: unknown op '" + name + "' (expected sum, prod, max, min, avg or all)");
   }
+  for (const std::string& b : opt.baselines) {
+    if (opt.device && b != "nccl") usageError("--baseline " + b + ": runs on host buffers, not with --device");
+    if (!opt.device && b == "nccl") usageError("--baseline nccl needs --device");
+  }
+  if (opt.device && opt.membound) usageError("--membound measures host memcpy; it does not apply with --device");
   if (!opt.algo.empty() && opt.coll->kind == CollKind::kSendRecv && opt.algo.find(':') == std::string::npos) {
     usageError("--algo: sendrecv has no algorithms to choose from");
   }
@@ -499,6 +525,11 @@ class PerfRun {
     comm_ = nullptr;
     std::free(sendbuff_);
     std::free(recvbuff_);
+    if (opt_.device) {
+      deviceFree(devSend_);
+      deviceFree(devRecv_);
+      streamDestroy(stream_);
+    }
     return exitCode;
   }
 
@@ -548,11 +579,26 @@ class PerfRun {
     // Touch every page now, so no timed run pays for the first fault.
     std::memset(sendbuff_, 0, bytes);
     std::memset(recvbuff_, 0, bytes);
+    if (!opt_.device) return;
+    // Device mode: the host buffers hold inputs and results for the checks; the calls use device copies.
+    try {
+      const char* lr = std::getenv("LOCAL_RANK");
+      deviceName_ = selectDevice(lr ? std::atoi(lr) : rank_, &deviceIndex_);
+      devSend_ = deviceAlloc(bytes);
+      devRecv_ = deviceAlloc(bytes);
+      stream_ = streamCreate();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "strata-perf: rank %d: --device: %s\n", rank_, e.what());
+      std::exit(kExitFailure);
+    }
   }
+  void* callSend() const { return opt_.device ? devSend_ : sendbuff_; }
+  void* callRecv() const { return opt_.device ? devRecv_ : recvbuff_; }
 
   // Each baseline starts on every rank (collectively); one that cannot start ends the run.
   void startBaselines() {
-    const BaselineSettings settings{comm_, rank_, nranks_, std::chrono::milliseconds(opt_.timeoutSec * 1000LL)};
+    BaselineSettings settings{comm_, rank_, nranks_, std::chrono::milliseconds(opt_.timeoutSec * 1000LL)};
+    settings.deviceBuffers = opt_.device;
     for (const std::string& name : opt_.baselines) {
       try {
         baselines_.push_back(makeBaseline(name, settings));
@@ -595,6 +641,7 @@ class PerfRun {
     info_.iters = opt_.iters;
     info_.warmupIters = opt_.warmupIters;
     info_.check = opt_.check;
+    info_.memory = opt_.device ? "device" : "host";
     for (const auto& b : baselines_) info_.baselines.push_back({b->name(), b->version()});
   }
 
@@ -613,8 +660,13 @@ class PerfRun {
   void printDevices() {
     constexpr size_t kLine = 256;
     char line[kLine] = {0};
-    std::snprintf(line, kLine, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu] host memory\n", rank_, 0,
-                  static_cast<int>(getpid()), info_.hostname.c_str(), 0);
+    if (opt_.device) {
+      std::snprintf(line, kLine, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s]\n", rank_, 0,
+                    static_cast<int>(getpid()), info_.hostname.c_str(), deviceIndex_, deviceName_.c_str());
+    } else {
+      std::snprintf(line, kLine, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu] host memory\n", rank_, 0,
+                    static_cast<int>(getpid()), info_.hostname.c_str(), 0);
+    }
     std::vector<char> all(kLine * static_cast<size_t>(nranks_));
     step_ = "(gathering host names)";
     check(strataAllGather(line, all.data(), kLine, strataUint8, comm_, nullptr), "strataAllGather");
@@ -704,7 +756,7 @@ class PerfRun {
   // Every algorithm the baseline has for the call, each checked and timed like Strata; the row shows the
   // fastest, and the wrong elements of all of them (a broken algorithm must not hide behind a good one).
   BaselineMeasurement measureBaseline(Baseline& baseline, const CheckContext& ctx, const Row& row) {
-    const RunBuffers bufs = runBuffers(ctx.layout, ctx.type->size, sendbuff_, recvbuff_, false, rank_);
+    const RunBuffers bufs = runBuffers(ctx.layout, ctx.type->size, callSend(), callRecv(), false, rank_);
     const BaselineCall call{opt_.coll->kind, ctx.type, ctx.op, ctx.root, ctx.layout, bufs.send, bufs.recv};
     BaselineMeasurement out;
     int64_t wrong = opt_.check > 0 ? 0 : -1;
@@ -738,13 +790,17 @@ class PerfRun {
 
   Measurement measure(const CheckContext& ctx, size_t reportedBytes, bool inPlace) {
     const Layout& l = ctx.layout;
-    const RunBuffers bufs = runBuffers(l, ctx.type->size, sendbuff_, recvbuff_, inPlace, rank_);
+    const RunBuffers bufs = runBuffers(l, ctx.type->size, callSend(), callRecv(), inPlace, rank_);
     step_ = std::string("(") + opt_.coll->name + ", " + std::to_string(reportedBytes) + " bytes, " + ctx.type->name +
             (opt_.coll->reduces ? std::string(", ") + opNameOf(ctx.op) : std::string()) +
             (inPlace ? ", in place)" : ", out of place)");
     const char* callName = callNameOf(opt_.coll->kind);
     auto runOnce = [&] {
-      check(runCollective(opt_.coll->kind, bufs, l, ctx.type->type, ctx.op, ctx.root, comm_, rank_, nranks_), callName);
+      check(runCollective(opt_.coll->kind, bufs, l, ctx.type->type, ctx.op, ctx.root, comm_, rank_, nranks_,
+                          opt_.device ? stream_ : nullptr),
+            callName);
+      // Device calls return once enqueued: the time is launch to completion of the stream.
+      if (opt_.device) deviceStep([&] { streamSync(stream_); });
     };
     return measureCalls(ctx, reportedBytes, inPlace, runOnce, opt_.injectFault);
   }
@@ -759,10 +815,16 @@ class PerfRun {
       m.wrong = 0;
       for (int c = 0; c < opt_.check; ++c) {
         fillInputs(ctx, sendbuff_, recvbuff_, inPlace);
+        const size_t bytes = ctx.layout.reportedBytes(ctx.type->size);
+        if (opt_.device) deviceStep([&] {
+          copyToDevice(devSend_, sendbuff_, bytes);
+          copyToDevice(devRecv_, recvbuff_, bytes);
+        });
         // No rank starts before every rank has filled its buffers: some algorithms (Gloo's AllgatherRing)
         // write into a peer's output as soon as they start, which would race with that peer's poisoning.
         check(strataBarrier(comm_, nullptr), "strataBarrier");
         runOnce();
+        if (opt_.device) deviceStep([&] { copyToHost(recvbuff_, devRecv_, bytes); });
         ResultRegion result = resultRegion(ctx, recvbuff_, inPlace);
         const int faultRank = opt_.coll->kind == CollKind::kReduce ? ctx.root : 0;
         if (injectFault && !faultInjected_ && rank_ == faultRank && result.count > 0) {
@@ -823,7 +885,21 @@ class PerfRun {
     return "?";
   }
 
+  void deviceStep(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "strata-perf: rank %d: %s %s\n", rank_, e.what(), step_.c_str());
+      std::exit(kExitFailure);
+    }
+  }
+
   Options opt_;
+  void* devSend_ = nullptr;
+  void* devRecv_ = nullptr;
+  void* stream_ = nullptr;
+  int deviceIndex_ = -1;
+  std::string deviceName_;
   strataComm_t comm_ = nullptr;
   int rank_ = -1, nranks_ = 0;
   void* sendbuff_ = nullptr;

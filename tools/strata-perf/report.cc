@@ -157,6 +157,7 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
   std::fprintf(f, "    \"op\": %s,\n", jsonString(info.op).c_str());
   std::fprintf(f, "    \"root\": %d,\n", info.root);
   std::fprintf(f, "    \"transport\": %s,\n", jsonString(info.transport).c_str());
+  std::fprintf(f, "    \"memory\": %s,\n", jsonString(info.memory).c_str());
   std::fprintf(f, "    \"algorithm\": %s,\n", jsonString(info.algorithm).c_str());
   std::fprintf(f, "    \"strata_version\": %s,\n", jsonString(info.strataVersion).c_str());
   std::fprintf(f, "    \"strata_version_code\": %d,\n", info.strataVersionCode);

@@ -51,6 +51,7 @@ struct BaselineInfo {
 /// What ran where; written with the rows by --json and --csv.
 struct RunInfo {
   std::string hostname, collective, dtype, op, transport, algorithm, strataVersion, date;
+  std::string memory = "host";  // "host", or "device" (--device: CUDA buffers, each call timed to completion)
   int nranks = 0, strataVersionCode = 0;
   size_t minBytes = 0, maxBytes = 0, stepBytes = 0, stepFactor = 0;
   int iters = 0, warmupIters = 0, check = 0, root = 0;

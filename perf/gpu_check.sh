@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The GPU check: on a machine with a CUDA GPU and driver (sized for one H200, 16 cores, under 8 minutes),
+# builds Strata for sm_90 only, runs the GPU tests, measures the reduction kernels against the device's own
+# cudaMemcpy D2D bandwidth, and runs strata-perf on device buffers with 1, 2 and 4 ranks on the GPU next to
+# NCCL. Everything it prints and every JSON file lands in OUTDIR; summary.json holds the two targets:
+#   - reduction kernels (2 inputs -> 1 output, bf16 and f32, 256 MiB buffers) >= 90% of memcpy D2D bytes/s;
+#   - Strata's all-reduce latency, 8 B - 64 KiB, between 2 (and 4) ranks sharing the GPU (CUDA IPC one-shot),
+#     below NCCL's single-rank all-reduce, both timed from launch to stream completion.
+# Usage: perf/gpu_check.sh OUTDIR        (BUILD=dir to reuse a build; JOBS=n; CUDA_ARCH=90)
+# Exit status: 0 when the build and every test passed (targets missed are reported, not failures), 1 otherwise.
+# Time: about 2 minutes of build on 16 cores, then every step has its own limit (the worst case is ~9 minutes,
+# a healthy run ~4). The full GPU test suite is `ctest -L gpu` in the build directory.
+set -uo pipefail
+OUT=${1:?usage: perf/gpu_check.sh OUTDIR}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build-gpu-check}
+JOBS=${JOBS:-$(nproc)}
+ARCH=${CUDA_ARCH:-90}
+exec > >(tee "$OUT/gpu_check.log") 2>&1
+T0=$(date +%s)
+stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
+status=0
+export PATH=/usr/local/cuda/bin:$PATH
+
+stamp "machine"
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed (no driver?)"
+head -15 "$OUT/nvidia-smi.txt"
+nvcc --version | tail -1
+ls /usr/local/cuda/lib64 2>/dev/null | grep -i nccl || echo "(no NCCL in /usr/local/cuda/lib64)"
+ldconfig -p | grep -i nccl || true
+
+# Tools: cmake, ninja and a C++ compiler. A bare machine may lack them; try the package manager briefly (it may
+# have no network), then pip.
+need=()
+for t in cmake ninja g++; do command -v $t >/dev/null || need+=($t); done
+if ((${#need[@]})); then
+  stamp "missing ${need[*]}: trying apt-get / pip (120 s at most)"
+  timeout 120 bash -c 'export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq cmake ninja-build g++ libgtest-dev >/dev/null' || true
+  command -v cmake >/dev/null || timeout 60 python3 -m pip install -q cmake ninja || true
+fi
+GEN=Ninja
+command -v ninja >/dev/null || GEN="Unix Makefiles"
+
+stamp "configure ($BUILD, sm_$ARCH)"
+# Only what the check needs: optional discovery libraries and MPI/UCX off keep configure and build short, and
+# tests that need GoogleTest are skipped if it is missing.
+cmake -S "$ROOT" -B "$BUILD" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DSTRATA_WITH_CUDA=ON \
+  -DSTRATA_CUDA_ARCHITECTURES="$ARCH" -DSTRATA_WITH_UCX=OFF -DSTRATA_WITH_MPI=OFF -DSTRATA_WITH_HWLOC=OFF \
+  -DSTRATA_WITH_IBVERBS=OFF -DSTRATA_TESTS_WITHOUT_GTEST=ON > "$OUT/configure.log" 2>&1 || {
+  tail -30 "$OUT/configure.log"; echo "configure FAILED"; exit 1; }
+targets=(strata strata_cuda strata-run strata-perf strata_gpu_coll_test strata_bench_gpu_reduce)
+grep -q strata_gpu_kernel_tests "$BUILD"/CMakeFiles/TargetDirectories.txt 2>/dev/null && targets+=(strata_gpu_kernel_tests)
+stamp "build ${targets[*]}"
+if ! cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" > "$OUT/build.log" 2>&1; then
+  grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; echo "build FAILED"; exit 1
+fi
+BIN=$BUILD/bin
+if ! "$BIN/strata_gpu_coll_test" --probe; then
+  echo "no usable GPU here: nothing to check (the build above succeeded)"
+  echo '{"gpu": false}' > "$OUT/summary.json"
+  exit 1
+fi
+
+# The GPU tests, each under its own time limit so the whole check fits in 8 minutes (ctest -L gpu runs the same
+# programs with more counts). Results: tests.json.
+results=()
+run_test() {  # name limit_s command...
+  local name=$1 limit=$2; shift 2
+  local t=$(date +%s)
+  timeout "$limit" "$@" > "$OUT/test_$name.log" 2>&1
+  local rc=$?
+  local verdict=passed
+  ((rc == 77)) && verdict=skipped
+  ((rc == 124)) && verdict="timed out after ${limit} s"
+  ((rc != 0 && rc != 77 && rc != 124)) && verdict="failed (exit $rc)"
+  [[ $verdict == passed ]] || status=1
+  echo "  $name: $verdict ($(( $(date +%s) - t )) s)"; tail -2 "$OUT/test_$name.log" | sed 's/^/    /'
+  results+=("{\"test\": \"$name\", \"result\": \"$verdict\", \"seconds\": $(( $(date +%s) - t ))}")
+}
+stamp "GPU tests"
+if [[ -x $BIN/strata_gpu_kernel_tests ]]; then
+  run_test kernels 120 "$BIN/strata_gpu_kernel_tests" --gtest_output="json:$OUT/gpu_kernel_tests.json"
+fi
+COLL="$BIN/strata_gpu_coll_test --device"
+run_test coll_n1 60 "$BIN/strata-run" -n 1 --timeout 55 -- $COLL --counts 0,1,7,1023,70001,1048579
+run_test coll_n2 90 "$BIN/strata-run" -n 2 --timeout 85 -- $COLL --counts 0,1,7,1023,70001
+run_test coll_n4 90 "$BIN/strata-run" -n 4 --timeout 85 -- $COLL --counts 0,1,7,1023,70001
+run_test coll_n2_large 60 "$BIN/strata-run" -n 2 --timeout 55 -- $COLL --counts 1048579 --colls allreduce,reducescatter,allgather
+run_test coll_n4_twoshot 60 env STRATA_GPU_ONESHOT_BYTES=0 "$BIN/strata-run" -n 4 --timeout 55 -- $COLL --counts 7,70001 --colls allreduce
+run_test coll_n2_staged 60 env STRATA_GPU_DIRECT_BYTES=0 STRATA_GPU_STAGE_CHUNK_BYTES=65536 "$BIN/strata-run" -n 2 --timeout 55 -- \
+  $COLL --counts 7,70001,1048579 --colls allreduce
+(IFS=,; echo "[${results[*]}]") > "$OUT/tests.json"
+
+stamp "reduction kernels vs cudaMemcpy D2D"
+"$BIN/strata_bench_gpu_reduce" --bytes $((256 << 20)) --iters 20 --json "$OUT/reduce_bw_256MiB.json" || status=1
+"$BIN/strata_bench_gpu_reduce" --bytes $((1 << 30)) --iters 10 --json "$OUT/reduce_bw_1GiB.json" || status=1
+
+stamp "strata-perf on device buffers"
+for n in 1 2 4; do
+  base=""
+  [[ $n == 1 ]] && base="--baseline nccl"
+  # Latency sweep: 8 B - 64 KiB (the CUDA IPC one-shot range), many iterations.
+  timeout 60 "$BIN/strata-run" -n $n --timeout 55 -- "$BIN/strata-perf" allreduce -b 8 -e 64K -f 2 -n 200 -w 20 \
+    -d float --device $base -T 50 --json "$OUT/perf_allreduce_small_n$n.json" > "$OUT/perf_allreduce_small_n$n.log" 2>&1 \
+    || status=1
+  tail -22 "$OUT/perf_allreduce_small_n$n.log"
+  # Bandwidth sweep: 128 KiB - 256 MiB (CUDA IPC two-shot, in rounds above 4 MiB; one rank: staged).
+  timeout 45 "$BIN/strata-run" -n $n --timeout 40 -- "$BIN/strata-perf" allreduce -b 128K -e 256M -f 8 -n 10 -w 2 \
+    -d bfloat16 --device $base -T 35 --json "$OUT/perf_allreduce_large_n$n.json" > "$OUT/perf_allreduce_large_n$n.log" 2>&1 \
+    || status=1
+  tail -12 "$OUT/perf_allreduce_large_n$n.log"
+done
+# NCCL on one rank is the latency reference; with ranks sharing a GPU NCCL refuses to run (reported, not run).
+
+stamp "summary"
+python3 - "$OUT" <<'PY' || status=1
+import json, os, sys
+out = sys.argv[1]
+summary = {"targets": {}}
+def load(name):
+    p = os.path.join(out, name)
+    return json.load(open(p)) if os.path.exists(p) else None
+bw = load("reduce_bw_256MiB.json")
+if bw:
+    shares = {r["dtype"]: r["share_of_memcpy"] for r in bw["reduce"]}
+    summary["reduce_bw_256MiB"] = bw
+    summary["targets"]["reduce_ge_90pct_of_memcpy"] = {
+        "bf16": shares.get("bf16"), "f32": shares.get("f32"),
+        "met": all(shares.get(t, 0) >= 0.9 for t in ("bf16", "f32"))}
+n1 = load("perf_allreduce_small_n1.json")
+nccl = {}
+if n1:
+    for r in n1["results"]:
+        b = (r.get("baselines") or {}).get("nccl")
+        if b and b.get("time_us") is not None:
+            nccl[r["size"]] = b["time_us"]
+lat = {}
+for n in (2, 4):
+    j = load(f"perf_allreduce_small_n{n}.json")
+    if not j: continue
+    rows = {r["size"]: r["out_of_place"]["time_us"] for r in j["results"]}
+    lat[n] = rows
+cmp = []
+for n, rows in lat.items():
+    for size, t in sorted(rows.items()):
+        ref = nccl.get(size)
+        cmp.append({"ranks": n, "bytes": size, "strata_us": t, "nccl_1rank_us": ref,
+                    "below": (ref is not None and t < ref)})
+summary["allreduce_latency_vs_nccl_single_rank"] = cmp
+summary["targets"]["oneshot_below_nccl_single_rank"] = {
+    "met": bool(cmp) and all(c["below"] for c in cmp),
+    "note": "NCCL numbers come from the 1-rank run; NCCL refuses ranks sharing a GPU"}
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
+print(json.dumps(summary["targets"], indent=2))
+for c in cmp:
+    print("n=%d %8d B  strata %8.2f us  nccl(1 rank) %s us" % (c["ranks"], c["bytes"], c["strata_us"],
+          "%.2f" % c["nccl_1rank_us"] if c["nccl_1rank_us"] is not None else "n/a"))
+PY
+stamp "done (status $status); files in $OUT"
+exit $status

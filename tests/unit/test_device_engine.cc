@@ -1,0 +1,354 @@
+// The device engine's logic on the CPU: a CudaApi whose "device" is host memory and whose stream operations run
+// at once on the calling thread (a stream wait spins until the flag is raised), so thread ranks drive the real
+// DeviceEngine end to end without a GPU: staged collectives (buffer ranges, in-place layouts, slots, flags,
+// the worker's hooks), the CUDA IPC direct all-reduce (setup and agreement, one-shot, two-shot, both
+// parities, flag epochs over many calls), group and stream rules, and graph-capture refusal. What this cannot
+// show: real CUDA semantics (asynchrony, memory ordering between processes, the kernels); tests/gpu/ does.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/gpu_runtime.h"
+#include "kernels/reduce.h"
+#include "strata/strata.h"
+
+namespace strata {
+namespace {
+
+void* const kCapturingStream = reinterpret_cast<void*>(0xC0);
+
+class FakeCudaApi final : public CudaApi {
+ public:
+  int probe(int* n, int* d, int* r, std::string*) override {
+    *n = 1;
+    *d = *r = 13000;
+    return 0;
+  }
+  const char* errorString(int) override { return "fake error"; }
+  int pointerDevice(const void* p) override { return p ? 0 : -1; }
+  int getDevice(int* d) override {
+    *d = 0;
+    return 0;
+  }
+  int setDevice(int) override { return 0; }
+  int streamDevice(void*, int* d) override {
+    *d = 0;
+    return 0;
+  }
+  int streamIsCapturing(void* s, bool* c) override {
+    *c = s == kCapturingStream;
+    return 0;
+  }
+  int streamCreate(void** s) override {
+    *s = reinterpret_cast<void*>(0x5);
+    return 0;
+  }
+  int streamDestroy(void*) override { return 0; }
+  int streamSynchronize(void*) override { return 0; }
+  int eventCreate(void** e) override {
+    *e = new int(0);
+    return 0;
+  }
+  int eventDestroy(void* e) override {
+    delete static_cast<int*>(e);
+    return 0;
+  }
+  int eventRecord(void*, void*) override { return 0; }
+  int streamWaitEvent(void*, void*) override { return 0; }
+  int eventQuery(void*) override { return 0; }
+  int memcpyAsync(void* d, const void* s, size_t n, void*) override {
+    ++copies;
+    std::memmove(d, s, n);
+    return 0;
+  }
+  int memsetAsync(void* d, int v, size_t n, void*) override {
+    std::memset(d, v, n);
+    return 0;
+  }
+  int launchHostFunc(void*, void (*fn)(void*), void* arg) override {
+    fn(arg);
+    return 0;
+  }
+  int deviceMalloc(void** p, size_t n) override {
+    *p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+    return *p ? 0 : 2;
+  }
+  int deviceFree(void* p) override {
+    std::free(p);
+    return 0;
+  }
+  int hostAllocMapped(void** h, void** d, size_t n) override {
+    const int e = deviceMalloc(h, n);
+    *d = *h;
+    return e;
+  }
+  int hostFree(void* p) override { return deviceFree(p); }
+  // One address space: the handle is the pointer.
+  int ipcGetMemHandle(void* handle, void* p) override {
+    std::memset(handle, 0, kCudaIpcHandleBytes);
+    std::memcpy(handle, &p, sizeof p);
+    return 0;
+  }
+  int ipcOpenMemHandle(void** p, const void* handle) override {
+    if (failIpcOpen) return 1;
+    std::memcpy(p, handle, sizeof *p);
+    ++ipcOpens;
+    return 0;
+  }
+  int ipcCloseMemHandle(void*) override { return 0; }
+  int streamWaitValue(void*, void* addr, uint32_t value) override {
+    auto* w = static_cast<std::atomic<uint32_t>*>(addr);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (static_cast<int32_t>(w->load(std::memory_order_acquire) - value) < 0) {
+      if (std::chrono::steady_clock::now() > until) return 3;  // a lost flag fails the test, not hangs it
+      std::this_thread::yield();
+    }
+    return 0;
+  }
+  int streamWriteValue(void*, void* addr, uint32_t value) override {
+    static_cast<std::atomic<uint32_t>*>(addr)->store(value, std::memory_order_release);
+    return 0;
+  }
+  bool hasStreamMemOps() override { return true; }
+  int reduce(void* dst, const void* const* srcs, int n, size_t count, strataDataType_t dt, ReduceKind op,
+             void*) override {
+    ++reduces;
+    maxSources = std::max(maxSources.load(), n);
+    if (n < 1 || n > kCudaMaxReduceSources) return 1;
+    const size_t es = dtypeSize(dt);
+    std::vector<char> acc(static_cast<const char*>(srcs[0]), static_cast<const char*>(srcs[0]) + count * es);
+    for (int k = 1; k < n; ++k) reduce2(acc.data(), acc.data(), srcs[k], count, dt, op);
+    std::memcpy(dst, acc.data(), count * es);
+    return 0;
+  }
+
+  std::atomic<int> copies{0}, reduces{0}, maxSources{0}, ipcOpens{0};
+  bool failIpcOpen = false;
+};
+
+// Small integers, exact in every type and every summation order.
+double valueOf(int rank, size_t i) { return static_cast<double>((rank * 7 + static_cast<int>(i % 11)) % 5) - 2.0; }
+
+struct Fixture {
+  FakeCudaApi api;
+  Fixture() { setCudaApiForTesting(&api); }
+  ~Fixture() { setCudaApiForTesting(nullptr); }
+};
+
+// Runs body(rank, comm) on n thread ranks.
+template <class F>
+void onRanks(int n, F body) {
+  strataUniqueId id;
+  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      strataComm_t comm = nullptr;
+      ASSERT_EQ(strataCommInitRank(&comm, n, id, r), strataSuccess) << strataGetLastError(nullptr);
+      body(r, comm);
+      EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
+    });
+  for (auto& t : threads) t.join();
+}
+
+void* stream(int rank) { return reinterpret_cast<void*>(static_cast<uintptr_t>(0x1000 + rank)); }
+
+// Every call on "device" buffers must give what the host path gives on the same inputs.
+void checkAllReduce(int n, const std::vector<size_t>& counts, strataDataType_t dt, strataRedOp_t op) {
+  onRanks(n, [&](int r, strataComm_t comm) {
+    for (size_t count : counts) {
+      for (int inPlace = 0; inPlace < 2; ++inPlace) {
+        const size_t es = dtypeSize(dt);
+        std::vector<char> in(count * es + 8), dev(count * es + 8), devOut(count * es + 8), host(count * es + 8);
+        for (size_t i = 0; i < count; ++i) storeFromDouble(in.data(), i, dt, valueOf(r, i));
+        dev = in;
+        void* out = inPlace ? dev.data() : devOut.data();
+        ASSERT_EQ(strataAllReduce(dev.data(), out, count, dt, op, comm, stream(r)), strataSuccess)
+            << strataGetLastError(comm);
+        ASSERT_EQ(strataAllReduce(in.data(), host.data(), count, dt, op, comm, nullptr), strataSuccess);
+        ASSERT_EQ(std::memcmp(out, host.data(), count * es), 0)
+            << "rank " << r << " n " << n << " count " << count << " " << dtypeName(dt) << " op " << op
+            << (inPlace ? " in place" : " out of place");
+        if (!inPlace) {
+          std::vector<char> orig(count * es + 8);
+          for (size_t i = 0; i < count; ++i) storeFromDouble(orig.data(), i, dt, valueOf(r, i));
+          EXPECT_EQ(std::memcmp(dev.data(), orig.data(), count * es), 0) << "sendbuff changed";
+        }
+      }
+    }
+    strataResult_t async = strataInternalError;
+    EXPECT_EQ(strataCommGetAsyncError(comm, &async), strataSuccess);
+    EXPECT_EQ(async, strataSuccess);
+  });
+}
+
+TEST(DeviceEngine, DirectOneShotAndTwoShotMatchHost) {
+  Fixture f;
+  // 1 KiB one-shot, 256 KiB+ two-shot, 5 MB in two rounds (above the 4 MiB regions); odd counts split unevenly.
+  for (int n : {2, 3, 4}) {
+    checkAllReduce(n, {1, 7, 257, 70001, 1300001}, strataFloat32, strataSum);
+    checkAllReduce(n, {3, 70001}, strataBfloat16, strataMax);
+    checkAllReduce(n, {5, 40000}, strataInt32, strataProd);
+  }
+  EXPECT_GT(f.api.ipcOpens.load(), 0);
+  EXPECT_GE(f.api.maxSources.load(), 4);  // one-shot combined all four ranks in one reduce
+}
+
+// All-reduces larger than the IPC regions (here 64 KiB) run as two-shot rounds: many rounds, in place and out
+// of place, a count that leaves a short last round.
+TEST(DeviceEngine, LargeDirectAllReduceInRounds) {
+  Fixture f;
+  setenv("STRATA_GPU_DIRECT_BYTES", "65536", 1);
+  checkAllReduce(3, {300001, 16384, 16385}, strataFloat32, strataSum);
+  checkAllReduce(2, {100003}, strataBfloat16, strataSum);
+  unsetenv("STRATA_GPU_DIRECT_BYTES");
+  EXPECT_GT(f.api.reduces.load(), 3 * 2 * 18);  // 300001 floats: 19 rounds per rank and call
+}
+
+TEST(DeviceEngine, ManyCallsCycleParitiesAndEpochs) {
+  Fixture f;
+  onRanks(3, [&](int r, strataComm_t comm) {
+    std::vector<float> x(1000), y(1000);
+    for (int it = 0; it < 200; ++it) {
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(r + it + static_cast<int>(i));
+      ASSERT_EQ(strataAllReduce(x.data(), y.data(), it % 2 ? 1000 : 999, strataFloat32, strataSum, comm, stream(r)),
+                strataSuccess);
+      for (size_t i = 0; i < (it % 2 ? 1000u : 999u); ++i)
+        ASSERT_EQ(y[i], static_cast<float>(3 * (it + static_cast<int>(i)) + 3)) << "iteration " << it;
+    }
+  });
+}
+
+TEST(DeviceEngine, FailedIpcSetupFallsBackToStagedOnEveryRank) {
+  Fixture f;
+  f.api.failIpcOpen = true;
+  checkAllReduce(3, {7, 70001}, strataFloat32, strataSum);
+  EXPECT_EQ(f.api.ipcOpens.load(), 0);
+  EXPECT_EQ(f.api.reduces.load(), 0);  // every all-reduce ran staged, with the host kernels
+}
+
+// Large staged all-reduces run as a pipeline of chunk all-reduces (here 4 KiB chunks, CUDA IPC off): in
+// place and out of place, counts that do not divide into chunks, and an integer Avg (divided per chunk).
+TEST(DeviceEngine, StagedAllReduceInChunks) {
+  Fixture f;
+  setenv("STRATA_GPU_STAGE_CHUNK_BYTES", "4096", 1);
+  setenv("STRATA_GPU_DIRECT_BYTES", "0", 1);
+  const int copiesBefore = f.api.copies.load();
+  checkAllReduce(3, {70001, 3000}, strataFloat32, strataSum);
+  checkAllReduce(2, {50001}, strataInt32, strataAvg);
+  checkAllReduce(2, {9999}, strataBfloat16, strataMin);
+  unsetenv("STRATA_GPU_STAGE_CHUNK_BYTES");
+  unsetenv("STRATA_GPU_DIRECT_BYTES");
+  EXPECT_EQ(f.api.reduces.load(), 0);
+  // 70001 floats in 4 KiB chunks: 69 chunks in and 69 out per rank and call, not one copy each way.
+  EXPECT_GT(f.api.copies.load() - copiesBefore, 3 * 2 * 2 * 69);
+}
+
+TEST(DeviceEngine, AvgAndPreMulSumAreStaged) {
+  Fixture f;
+  checkAllReduce(2, {9, 1000}, strataFloat32, strataAvg);
+  EXPECT_EQ(f.api.reduces.load(), 0);
+}
+
+TEST(DeviceEngine, EveryCollectiveStagedInAndOutOfPlace) {
+  Fixture f;
+  constexpr int n = 3;
+  constexpr size_t count = 1001;
+  onRanks(n, [&](int r, strataComm_t comm) {
+    std::vector<float> send(n * count), recv(n * count), hostRecv(n * count);
+    for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<float>(valueOf(r, i));
+    auto both = [&](auto call, const char* what) {
+      std::fill(recv.begin(), recv.end(), -99.f);
+      std::fill(hostRecv.begin(), hostRecv.end(), -99.f);
+      ASSERT_EQ(call(send.data(), recv.data(), stream(r)), strataSuccess) << what << ": " << strataGetLastError(comm);
+      ASSERT_EQ(call(send.data(), hostRecv.data(), nullptr), strataSuccess) << what;
+      EXPECT_EQ(recv, hostRecv) << what << " on rank " << r;
+    };
+    both([&](float* s, float* d,
+             void* st) { return strataReduceScatter(s, d, count, strataFloat32, strataSum, comm, st); },
+         "reducescatter");
+    both([&](float* s, float* d, void* st) { return strataAllGather(s, d, count, strataFloat32, comm, st); },
+         "allgather");
+    both([&](float* s, float* d, void* st) { return strataBroadcast(s, d, count, strataFloat32, 1, comm, st); },
+         "broadcast");
+    both([&](float* s, float* d, void* st) { return strataReduce(s, d, count, strataFloat32, strataMax, 2, comm, st); },
+         "reduce");
+    both([&](float* s, float* d, void* st) { return strataAllToAll(s, d, count, strataFloat32, comm, st); },
+         "alltoall");
+    both(
+        [&](float* s, float* d, void* st) {
+          strataGroupStart();
+          strataSend(s, count, strataFloat32, (r + 1) % n, comm, st);
+          strataRecv(d, count, strataFloat32, (r + n - 1) % n, comm, st);
+          return strataGroupEnd();
+        },
+        "sendrecv");
+    // In place: reduce-scatter into this rank's block, all-gather from it.
+    std::vector<float> a = send, b = send;
+    ASSERT_EQ(strataReduceScatter(a.data(), a.data() + r * count, count, strataFloat32, strataSum, comm, stream(r)),
+              strataSuccess);
+    ASSERT_EQ(strataReduceScatter(b.data(), b.data() + r * count, count, strataFloat32, strataSum, comm, nullptr),
+              strataSuccess);
+    EXPECT_TRUE(std::equal(a.begin() + r * count, a.begin() + (r + 1) * count, b.begin() + r * count));
+    ASSERT_EQ(strataAllGather(a.data() + r * count, a.data(), count, strataFloat32, comm, stream(r)), strataSuccess);
+    ASSERT_EQ(strataAllGather(b.data() + r * count, b.data(), count, strataFloat32, comm, nullptr), strataSuccess);
+    EXPECT_EQ(a, b);
+    ASSERT_EQ(strataBarrier(comm, stream(r)), strataSuccess);
+  });
+}
+
+// One rank: every collective is a device copy (or nothing), except PreMulSum, which is staged.
+TEST(DeviceEngine, OneRankCopies) {
+  Fixture f;
+  checkAllReduce(1, {0, 1, 1001}, strataFloat32, strataSum);
+  checkAllReduce(1, {1001}, strataInt32, strataAvg);
+  onRanks(1, [&](int, strataComm_t comm) {
+    std::vector<float> x(64, 3.0f), y(64, 0.0f), z(64, 0.0f);
+    EXPECT_EQ(strataAllGather(x.data(), y.data(), 64, strataFloat32, comm, stream(0)), strataSuccess);
+    EXPECT_EQ(y, x);
+    EXPECT_EQ(strataBroadcast(x.data(), z.data(), 64, strataFloat32, 0, comm, stream(0)), strataSuccess);
+    EXPECT_EQ(z, x);
+    float two = 2.0f;
+    strataRedOp_t op;
+    ASSERT_EQ(strataRedOpCreatePreMulSum(&op, &two, strataFloat32, strataScalarHostImmediate, comm), strataSuccess);
+    EXPECT_EQ(strataAllReduce(x.data(), y.data(), 64, strataFloat32, op, comm, stream(0)), strataSuccess);
+    EXPECT_EQ(y[63], 6.0f);  // staged: the host path pre-multiplies
+    EXPECT_EQ(strataRedOpDestroy(op, comm), strataSuccess);
+  });
+  EXPECT_EQ(f.api.reduces.load(), 0);
+}
+
+TEST(DeviceEngine, CaptureAndMixedGroupsAreRefused) {
+  Fixture f;
+  onRanks(1, [&](int, strataComm_t comm) {
+    float x[4] = {1, 2, 3, 4}, y[4];
+    EXPECT_EQ(strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, kCapturingStream), strataInvalidUsage);
+    EXPECT_NE(std::string(strataGetLastError(comm)).find("CUDA graph"), std::string::npos);
+    // One group, two streams.
+    strataGroupStart();
+    strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, stream(0));
+    strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, stream(1));
+    EXPECT_EQ(strataGroupEnd(), strataInvalidUsage);
+    EXPECT_NE(std::string(strataGetLastError(nullptr)).find("one CUDA stream"), std::string::npos);
+    // One group, host and device buffers.
+    strataGroupStart();
+    strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, stream(0));
+    strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, nullptr);
+    EXPECT_EQ(strataGroupEnd(), strataInvalidUsage);
+    EXPECT_NE(std::string(strataGetLastError(nullptr)).find("mixes host buffers and device buffers"),
+              std::string::npos);
+    // Still usable.
+    EXPECT_EQ(strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, stream(0)), strataSuccess);
+    EXPECT_EQ(y[3], 4.0f);
+  });
+}
+
+}  // namespace
+}  // namespace strata
