@@ -134,6 +134,8 @@ void classify(CollCall& call, strataStream_t stream, const Communicator& comm) {
     call.stream = stream;
     return;
   }
+  // One driver check per call (it walks the loader's list head), then the pointers.
+  if (!cudaDriverLoaded()) return;
   if (devicePointerOwner(call.sendbuff) >= 0 || devicePointerOwner(call.recvbuff) >= 0) {
     call.device = true;
     call.stream = nullptr;
