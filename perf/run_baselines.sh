@@ -46,13 +46,17 @@ PY
   python3 perf/plot.py "${jsons[@]}" -o "$out/busbw_n${n}.png"
 done
 # Small all-reduce latency: the sweeps above take 20 iterations per size, too few for sub-microsecond
-# medians, so 8 B to 4 KiB get their own run with many iterations (mpirun's default binding).
+# medians, so 8 B to 4 KiB get their own runs with many iterations (mpirun's default binding), three
+# launches each; summarize.py reports the median of the three per size, for Strata and MPI alike.
 for n in 2 4; do
   txt="$out/latency_n${n}.txt"
-  cmd=(mpirun -n "$n" --oversubscribe "$build/bin/strata-perf" allreduce -b 8 -e 4K -f 4 -d float -o sum
-       -n 20000 -w 1000 -c 1 --baseline mpi --json "$out/latency_n${n}.json")
-  echo "\$ ${cmd[*]}" | sed "s|$build/bin/||" > "$txt"
-  "${cmd[@]}" >> "$txt"
+  : > "$txt"
+  for rep in 1 2 3; do
+    cmd=(mpirun -n "$n" --oversubscribe "$build/bin/strata-perf" allreduce -b 8 -e 4K -f 4 -d float -o sum
+         -n 20000 -w 1000 -c 1 --baseline mpi --json "$out/latency_n${n}_r${rep}.json")
+    echo "\$ ${cmd[*]}" | sed "s|$build/bin/||" >> "$txt"
+    "${cmd[@]}" >> "$txt"
+  done
   grep -v "^#  Rank" "$txt"
 done
 # The memory-bandwidth bound of 2-rank all-reduce, from memcpy timed on every rank at once in the same run.
@@ -62,4 +66,4 @@ cmd=("$build/bin/strata-run" -n 2 -- "$build/bin/strata-perf" allreduce -b 1M -e
 echo "\$ ${cmd[*]}" | sed "s|$build/bin/||g" > "$txt"
 "${cmd[@]}" >> "$txt"
 grep -v "^#  Rank" "$txt"
-python3 perf/summarize.py "$out"/{allreduce,reducescatter,allgather,latency}_n*.json | tee "$out/summary.md"
+python3 perf/summarize.py "$out"/{allreduce,reducescatter,allgather}_n*.json "$out"/latency_n*_r*.json | tee "$out/summary.md"

@@ -6,6 +6,7 @@ the latency_n*.json runs when given, which take many more iterations than the sw
 usage: perf/summarize.py perf/results/*.json
 """
 import json
+import statistics
 import sys
 
 MIB = 1 << 20
@@ -41,11 +42,17 @@ def main(paths):
                 if 8 <= r["size"] <= 4096 and r.get("baselines", {}).get("mpi"):
                     latency.append((n, r["size"], r["out_of_place"]["time_us"], r["baselines"]["mpi"]["time_us"]))
     if latency:
-        print()
-        print("| all-reduce | ranks | Strata (us) | Open MPI (us) | met (<= MPI) |")
-        print("|---|---|---|---|---|")
+        # Several launches of the same sizes (latency_n*_r*.json): the median per (ranks, size).
+        groups = {}
         for n, size, t, m in latency:
-            print(f"| {size} B | {n} | {t:.2f} | {m:.2f} | {'yes' if t <= m else 'no'} |")
+            groups.setdefault((n, size), []).append((t, m))
+        print()
+        print("| all-reduce | ranks | Strata (us) | Open MPI (us) | Strata / MPI | met (<= MPI) | launches |")
+        print("|---|---|---|---|---|---|---|")
+        for (n, size), runs in sorted(groups.items()):
+            t = statistics.median(r[0] for r in runs)
+            m = statistics.median(r[1] for r in runs)
+            print(f"| {size} B | {n} | {t:.2f} | {m:.2f} | {t / m:.2f} | {'yes' if t <= m else 'no'} | {len(runs)} |")
 
 
 if __name__ == "__main__":
