@@ -199,18 +199,25 @@ void Communicator::executeCollective(const CollCall& call) {
   // runs only when a plan is built.
   PlanKey key{static_cast<int>(call.kind), call.root, call.peer, args.inPlace ? 1 : 0, call.count, args.chunkElems,
               static_cast<int>(esize)};
-  auto it = planCache_.find(key);
-  if (it == planCache_.end()) {
-    if (planCache_.size() > 256) planCache_.clear();
-    auto cached = std::make_unique<CachedPlan>();
-    args.hostOf = hostIndex_;
-    cached->plan = makePlan(args, chooseAlgorithm(call).algorithm);
-    cached->peers = planPeers(cached->plan);
-    it = planCache_.emplace(std::move(key), std::move(cached)).first;
+  // Training loops repeat the same call: the last plan is checked before the map.
+  CachedPlan* cached = lastPlan_ && lastPlanKey_ == key ? lastPlan_ : nullptr;
+  if (!cached) {
+    auto it = planCache_.find(key);
+    if (it == planCache_.end()) {
+      if (planCache_.size() > 256) planCache_.clear();
+      auto fresh = std::make_unique<CachedPlan>();
+      args.hostOf = hostIndex_;
+      fresh->plan = makePlan(args, chooseAlgorithm(call).algorithm);
+      fresh->peers = planPeers(fresh->plan);
+      it = planCache_.emplace(key, std::move(fresh)).first;
+    }
+    cached = it->second.get();
+    lastPlan_ = cached;
+    lastPlanKey_ = key;
   }
-  OpLabel what{rank_, collName(call.kind), seq, call.count, call.dtype, it->second->plan.algorithm.c_str(), 0};
+  OpLabel what{rank_, collName(call.kind), seq, call.count, call.dtype, cached->plan.algorithm.c_str(), 0};
   STRATA_TRACE(kLogColl, "%s", what.str().c_str());
-  executePlan(it->second->plan, it->second->peers, std::move(buffers), call.dtype, eff.kind, what);
+  executePlan(cached->plan, cached->peers, std::move(buffers), call.dtype, eff.kind, what);
 
   if (eff.postDiv != 1) {
     size_t sendElems = 0, recvElems = 0;

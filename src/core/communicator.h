@@ -172,6 +172,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
     std::vector<int> peers;  // every peer the plan talks to, ascending
   };
   std::map<PlanKey, std::unique_ptr<CachedPlan>> planCache_;
+  CachedPlan* lastPlan_ = nullptr;  // the last plan used (owned by planCache_, which is cleared only on a miss)
+  PlanKey lastPlanKey_{};
   std::vector<char> scratch_;    // grown to the largest scratch a plan has asked for
   std::vector<char> preScaled_;  // pre-multiplied inputs (Avg on floats, PreMulSum)
   bool oneHost_ = true;
