@@ -18,7 +18,7 @@
 #include "util/log.h"
 
 struct strataComm {
-  std::shared_ptr<strata::Communicator> impl;
+  std::shared_ptr<strata::CommImpl> impl;
   std::mutex errorMutex;
   std::string lastError;
   uint64_t lastErrorSeq = 0;  // when lastError was recorded, in gErrorSeq's order
@@ -82,16 +82,16 @@ strataResult_t guarded(strataComm* comm, F&& f) {
 
 struct GroupState {
   int depth = 0;
-  std::vector<std::pair<std::shared_ptr<Communicator>, CollCall>> calls;
+  std::vector<std::pair<std::shared_ptr<CommImpl>, CollCall>> calls;
   strataResult_t error = strataSuccess;
   std::string errorMessage;
 };
 thread_local GroupState tGroup;
 
 // Runs the calls of a finished group: one batch per communicator, in first-use order.
-std::vector<std::shared_ptr<Task>> launchGroup(std::vector<std::pair<std::shared_ptr<Communicator>, CollCall>> calls,
+std::vector<std::shared_ptr<Task>> launchGroup(std::vector<std::pair<std::shared_ptr<CommImpl>, CollCall>> calls,
                                                bool async) {
-  std::vector<std::pair<std::shared_ptr<Communicator>, std::vector<CollCall>>> batches;
+  std::vector<std::pair<std::shared_ptr<CommImpl>, std::vector<CollCall>>> batches;
   for (auto& [comm, call] : calls) {
     auto it = std::find_if(batches.begin(), batches.end(), [&](auto& b) { return b.first == comm; });
     if (it == batches.end()) {
@@ -127,7 +127,7 @@ std::vector<std::shared_ptr<Task>> launchGroup(std::vector<std::pair<std::shared
 // A call is a device call when it passes a CUDA stream, or when a buffer is device memory (NCCL's callers
 // often pass stream 0, the legacy default stream). The pointer check never loads CUDA: while the process has
 // not loaded the CUDA driver no pointer can be device memory, so host callers pay one cheap check.
-void classify(CollCall& call, strataStream_t stream, const Communicator& comm) {
+void classify(CollCall& call, strataStream_t stream, const CommImpl& comm) {
   if (stream) {
     cudaApi();  // throws CudaError naming why CUDA cannot be used (no driver, no device, no CUDA build)
     call.device = true;
@@ -211,7 +211,7 @@ strataResult_t strataGetUniqueId(strataUniqueId* uniqueId) {
   });
 }
 
-static strataResult_t finishInit(strataComm_t* comm, std::shared_ptr<Communicator> impl) {
+static strataResult_t finishInit(strataComm_t* comm, std::shared_ptr<CommImpl> impl) {
   auto* c = new strataComm();
   c->impl = std::move(impl);
   logSetRank(c->impl->rank());
@@ -230,12 +230,12 @@ strataResult_t strataCommInitRank(strataComm_t* comm, int nranks, strataUniqueId
   if (rank < 0 || rank >= nranks)
     return record(nullptr, strataInvalidArgument,
                   strprintf("strataCommInitRank: rank %d is not in [0, %d)", rank, nranks));
-  std::shared_ptr<Communicator> impl;
+  std::shared_ptr<CommImpl> impl;
   strataResult_t r = guarded(nullptr, [&] {
     Config config = Config::fromEnv();
     UniqueIdInfo info = decodeUniqueId(commId);
     auto boot = Bootstrap::connect(config, info, rank, nranks);
-    impl = Communicator::create(config, std::move(boot));
+    impl = CommImpl::create(config, std::move(boot));
   });
   if (r != strataSuccess) return r;
   return finishInit(comm, std::move(impl));
@@ -243,11 +243,11 @@ strataResult_t strataCommInitRank(strataComm_t* comm, int nranks, strataUniqueId
 
 strataResult_t strataCommInitFromEnv(strataComm_t* comm) {
   if (!comm) return record(nullptr, strataInvalidArgument, "strataCommInitFromEnv: comm is NULL");
-  std::shared_ptr<Communicator> impl;
+  std::shared_ptr<CommImpl> impl;
   strataResult_t r = guarded(nullptr, [&] {
     Config config = Config::fromEnv();
     EnvLaunch launch = discoverEnvLaunch();
-    impl = Communicator::create(config, connectFromEnv(config, launch));
+    impl = CommImpl::create(config, connectFromEnv(config, launch));
   });
   if (r != strataSuccess) return r;
   return finishInit(comm, std::move(impl));
@@ -260,7 +260,7 @@ strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm
   if (color < 0 && color != STRATA_SPLIT_NOCOLOR)
     return record(comm, strataInvalidArgument, strprintf("strataCommSplit: color %d is negative", color));
   *newcomm = nullptr;
-  std::shared_ptr<Communicator> child;
+  std::shared_ptr<CommImpl> child;
   strataResult_t r = guarded(comm, [&] { child = comm->impl->split(color, key); });
   if (r != strataSuccess || !child) return r;
   return finishInit(newcomm, std::move(child));

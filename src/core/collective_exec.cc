@@ -1,4 +1,4 @@
-// Validation, algorithm choice and execution of one collective call on a Communicator.
+// Validation, algorithm choice and execution of one collective call on a CommImpl.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -59,11 +59,11 @@ std::vector<int> planPeers(const Plan& plan) {
 
 }  // namespace
 
-void Communicator::bufferElems(const CollCall& c, size_t* sendElems, size_t* recvElems) const {
+void CommImpl::bufferElems(const CollCall& c, size_t* sendElems, size_t* recvElems) const {
   bufferCounts(c, nranks_, rank_, sendElems, recvElems);
 }
 
-void Communicator::validate(const CollCall& c) const {
+void CommImpl::validate(const CollCall& c) const {
   const char* name = collName(c.kind);
   if (!dtypeValid(static_cast<int>(c.dtype)))
     throw InvalidArgument(strprintf("rank %d: %s: invalid datatype %d", rank_, name, static_cast<int>(c.dtype)));
@@ -103,7 +103,7 @@ void Communicator::validate(const CollCall& c) const {
   }
 }
 
-Prediction Communicator::chooseAlgorithm(const CollCall& c) const {
+Prediction CommImpl::chooseAlgorithm(const CollCall& c) const {
   if (!config_.algo.empty()) {
     const std::string coll = collName(c.kind);
     auto forced = config_.algo.find(coll);
@@ -137,19 +137,19 @@ Prediction Communicator::chooseAlgorithm(const CollCall& c) const {
   return decisions_.emplace(key, all.front()).first->second;
 }
 
-size_t Communicator::callBytes(const CollCall& c) const {
+size_t CommImpl::callBytes(const CollCall& c) const {
   const size_t bytes = c.count * dtypeSize(c.dtype);
   const bool perRank = c.kind == CollKind::kReduceScatter || c.kind == CollKind::kAllGather || c.kind == CollKind::kAllToAll;
   return perRank ? bytes * static_cast<size_t>(nranks_) : bytes;
 }
 
-double Communicator::predictedUs(const CollCall& c, const std::string& algorithm) const {
+double CommImpl::predictedUs(const CollCall& c, const std::string& algorithm) const {
   for (const Prediction& p : predictAll(c.kind, callBytes(c), tuning_))
     if (p.algorithm == algorithm) return p.us;
   return 0;
 }
 
-void Communicator::executeCollective(const CollCall& call) {
+void CommImpl::executeCollective(const CollCall& call) {
   validate(call);
   const uint64_t seq = ++seq_;
   const size_t esize = dtypeSize(call.dtype);
@@ -226,7 +226,7 @@ void Communicator::executeCollective(const CollCall& call) {
   }
 }
 
-void Communicator::executeP2P(const std::vector<CollCall>& calls) {
+void CommImpl::executeP2P(const std::vector<CollCall>& calls) {
   // One plan for the whole group: a lane per (peer, direction) keeps each connection's messages in issue
   // order while different peers proceed concurrently. Sends to self are matched with receives from self
   // in order and become local copies.

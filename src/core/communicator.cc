@@ -90,14 +90,14 @@ bool Task::wait(int64_t timeoutMs) {
 
 // ---- lifecycle ----------------------------------------------------------------------------------------
 
-Communicator::Communicator(const Config& config, std::shared_ptr<Bootstrap> bootstrap)
+CommImpl::CommImpl(const Config& config, std::shared_ptr<Bootstrap> bootstrap)
     : config_(config), bootstrap_(std::move(bootstrap)) {
   rank_ = bootstrap_->rank();
   nranks_ = bootstrap_->size();
   conns_.resize(static_cast<size_t>(nranks_));
 }
 
-std::shared_ptr<Communicator> Communicator::create(const Config& config, std::shared_ptr<Bootstrap> bootstrap) {
+std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr<Bootstrap> bootstrap) {
   // A misspelt collective in STRATA_ALGO would otherwise be ignored silently.
   for (const auto& [coll, algo] : config.algo) {
     std::string known;
@@ -110,7 +110,7 @@ std::shared_ptr<Communicator> Communicator::create(const Config& config, std::sh
     if (!found)
       throw InvalidArgument("STRATA_ALGO names unknown collective '" + coll + "' (known: " + known + ")");
   }
-  std::shared_ptr<Communicator> comm(new Communicator(config, std::move(bootstrap)));
+  std::shared_ptr<CommImpl> comm(new CommImpl(config, std::move(bootstrap)));
   std::string me = hostIdentity(config);
   auto all = comm->bootstrap_->allGather(me.data(), me.size());
   for (auto& h : all) comm->hostIds_.emplace_back(h.begin(), h.end());
@@ -148,7 +148,7 @@ std::shared_ptr<Communicator> Communicator::create(const Config& config, std::sh
     STRATA_INFO(kLogInit, "topology:\n%s", comm->topology_.toText().c_str());
   for (int k = 0; k <= static_cast<int>(CollKind::kBarrier); ++k)
     comm->defaultAlgo_[k] = algorithmsFor(static_cast<CollKind>(k)).front();
-  std::weak_ptr<Communicator> weak = comm;
+  std::weak_ptr<CommImpl> weak = comm;
   comm->bootstrap_->setFailureHandler([weak](const std::string& reason) {
     if (auto c = weak.lock()) {
       std::lock_guard<std::mutex> lk(c->failMutex_);
@@ -169,7 +169,7 @@ std::shared_ptr<Communicator> Communicator::create(const Config& config, std::sh
 // the intra-host link and the first ranks of the first two hosts the inter-host one, each by ping-pong:
 // half the median round trip of a tiny message is the latency; a large message's extra time over it gives
 // the bandwidth. The first rank then broadcasts the figures, so every rank tunes identically.
-void Communicator::probeLinks() {
+void CommImpl::probeLinks() {
   const Topology& t = topology_;
   std::vector<int> host0 = t.ranksOfHost(0);
   const int root = host0[0];
@@ -218,14 +218,14 @@ void Communicator::probeLinks() {
               figures[0], figures[1], figures[2], figures[3]);
 }
 
-Communicator::~Communicator() {
+CommImpl::~CommImpl() {
   try {
     destroy();
   } catch (...) {
   }
 }
 
-void Communicator::destroy() {
+void CommImpl::destroy() {
   // Device work first, while the communicator still runs collectives: the engine may need a barrier before
   // its CUDA IPC buffers can be freed (DeviceEngine::quiesce).
   if (!aborted_.load() && !failed_.load()) {
@@ -281,7 +281,7 @@ void Communicator::destroy() {
   bootstrap_.reset();
 }
 
-void Communicator::abort() {
+void CommImpl::abort() {
   aborted_.store(true);
   {
     std::lock_guard<std::mutex> lk(failMutex_);
@@ -303,17 +303,17 @@ void Communicator::abort() {
   destroy();
 }
 
-strataResult_t Communicator::asyncError() const {
+strataResult_t CommImpl::asyncError() const {
   std::lock_guard<std::mutex> lk(failMutex_);
   return failCode_;
 }
 
-std::string Communicator::asyncErrorMessage() const {
+std::string CommImpl::asyncErrorMessage() const {
   std::lock_guard<std::mutex> lk(failMutex_);
   return failMessage_;
 }
 
-void Communicator::checkUsable() const {
+void CommImpl::checkUsable() const {
   if (failed_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lk(failMutex_);
     throw Error(failCode_ == strataSuccess ? strataInvalidUsage : failCode_,
@@ -321,7 +321,7 @@ void Communicator::checkUsable() const {
   }
 }
 
-void Communicator::fail(const Error& e) {
+void CommImpl::fail(const Error& e) {
   bool first = false;
   {
     std::lock_guard<std::mutex> lk(failMutex_);
@@ -342,16 +342,16 @@ void Communicator::fail(const Error& e) {
   STRATA_WARN(kLogColl, "%s", e.what());
 }
 
-std::shared_ptr<Communicator> Communicator::split(int color, int key) {
+std::shared_ptr<CommImpl> CommImpl::split(int color, int key) {
   checkUsable();
   std::unique_lock<std::mutex> lk(queueMutex_);
   queueCv_.wait(lk, [&] { return queue_.empty() && !busy_; });
   busy_ = true;
   lk.unlock();
-  std::shared_ptr<Communicator> child;
+  std::shared_ptr<CommImpl> child;
   try {
     auto view = bootstrap_->split(color, key);
-    if (view) child = Communicator::create(config_, std::move(view));
+    if (view) child = CommImpl::create(config_, std::move(view));
   } catch (...) {
     lk.lock();
     busy_ = false;
@@ -366,7 +366,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   return child;
 }
 
-strataRedOp_t Communicator::createPreMulSum(double scalar, strataDataType_t) {
+strataRedOp_t CommImpl::createPreMulSum(double scalar, strataDataType_t) {
   std::lock_guard<std::mutex> lk(redOpMutex_);
   for (size_t i = 0; i < preMulSums_.size(); ++i) {
     if (!preMulSums_[i].live) {
@@ -378,7 +378,7 @@ strataRedOp_t Communicator::createPreMulSum(double scalar, strataDataType_t) {
   return static_cast<strataRedOp_t>(strataNumOps + static_cast<int>(preMulSums_.size() - 1));
 }
 
-void Communicator::destroyRedOp(strataRedOp_t op) {
+void CommImpl::destroyRedOp(strataRedOp_t op) {
   std::lock_guard<std::mutex> lk(redOpMutex_);
   const int i = static_cast<int>(op) - strataNumOps;
   if (i < 0 || static_cast<size_t>(i) >= preMulSums_.size() || !preMulSums_[static_cast<size_t>(i)].live)
@@ -389,7 +389,7 @@ void Communicator::destroyRedOp(strataRedOp_t op) {
 
 // ---- submission ---------------------------------------------------------------------------------------
 
-void Communicator::run(std::span<const CollCall> calls) {
+void CommImpl::run(std::span<const CollCall> calls) {
   checkUsable();
   {
     std::unique_lock<std::mutex> lk(queueMutex_);
@@ -399,7 +399,7 @@ void Communicator::run(std::span<const CollCall> calls) {
     busy_ = true;
   }
   struct Release {
-    Communicator* c;
+    CommImpl* c;
     ~Release() {
       {
         std::lock_guard<std::mutex> lk(c->queueMutex_);
@@ -411,7 +411,7 @@ void Communicator::run(std::span<const CollCall> calls) {
   runLocked(calls);
 }
 
-std::shared_ptr<Task> Communicator::submit(std::vector<CollCall> calls, std::function<void()> before,
+std::shared_ptr<Task> CommImpl::submit(std::vector<CollCall> calls, std::function<void()> before,
                                            std::function<void(strataResult_t)> after) {
   checkUsable();
   auto task = std::make_shared<Task>();
@@ -425,7 +425,7 @@ std::shared_ptr<Task> Communicator::submit(std::vector<CollCall> calls, std::fun
   return task;
 }
 
-void Communicator::workerLoop() {
+void CommImpl::workerLoop() {
   std::unique_lock<std::mutex> lk(queueMutex_);
   for (;;) {
     queueCv_.wait(lk, [&] { return stopWorker_ || (!queue_.empty() && !busy_); });
@@ -458,7 +458,7 @@ void Communicator::workerLoop() {
   }
 }
 
-void Communicator::runLocked(std::span<const CollCall> calls) {
+void CommImpl::runLocked(std::span<const CollCall> calls) {
   try {
     std::vector<CollCall> p2p;
     for (const CollCall& c : calls) {
@@ -481,7 +481,7 @@ void Communicator::runLocked(std::span<const CollCall> calls) {
   }
 }
 
-void Communicator::runDevice(std::span<const CollCall> calls) {
+void CommImpl::runDevice(std::span<const CollCall> calls) {
   checkUsable();
   for (const CollCall& c : calls) validate(c);
   DeviceEngine* engine;
@@ -496,17 +496,17 @@ void Communicator::runDevice(std::span<const CollCall> calls) {
 
 // ---- execution ----------------------------------------------------------------------------------------
 
-size_t Communicator::chunkBytes() const {
+size_t CommImpl::chunkBytes() const {
   // A rank may run one chunk ahead of its peer; half the connection's capacity leaves room for the
   // pieces already in flight.
   return std::max<size_t>(config_.connectionCapacity() / 2, config_.pieceBytes);
 }
 
-size_t Communicator::chunkElems(strataDataType_t dtype) const {
+size_t CommImpl::chunkElems(strataDataType_t dtype) const {
   return std::max<size_t>(1, chunkBytes() / dtypeSize(dtype));
 }
 
-void Communicator::ensureConnections(const std::vector<int>& peers) {
+void CommImpl::ensureConnections(const std::vector<int>& peers) {
   // Ascending peer order on every rank is consistent with the global order of pairs (min, max), so
   // blocking pairwise set-ups cannot wait on each other in a cycle.
   for (int p : peers) {
@@ -538,7 +538,7 @@ std::string OpLabel::str() const {
                    dtypeName(dtype), algorithm);
 }
 
-std::string Communicator::explainRemote(const std::string& what, const Error& e) {
+std::string CommImpl::explainRemote(const std::string& what, const Error& e) {
   if (e.code() != strataRemoteError) return what + ": " + e.what();
   // A broken link often only says which neighbour went away: that neighbour may itself have stopped
   // because a third rank died. The bootstrap root sees every process exit and tells everyone, so wait a
@@ -555,7 +555,7 @@ std::string Communicator::explainRemote(const std::string& what, const Error& e)
   return what + ": " + e.what();
 }
 
-bool Communicator::pollStalled(Waitable& runner) {
+bool CommImpl::pollStalled(Waitable& runner) {
   std::vector<pollfd>& fds = pollFds_;
   fds.clear();
   for (int p : runner.stalledPeers()) {
@@ -570,7 +570,7 @@ bool Communicator::pollStalled(Waitable& runner) {
   return true;
 }
 
-void Communicator::drive(Waitable& runner, const OpLabel& label, const char* phase) {
+void CommImpl::drive(Waitable& runner, const OpLabel& label, const char* phase) {
   auto whatStr = [&] { return label.str() + (phase ? phase : ""); };
   int64_t deadline = 0;  // set at the first stall: the clock is not read while work moves
   // Oversubscribed (more ranks on this host than cores we may run on): a spinning rank holds the core its
@@ -647,7 +647,7 @@ void Communicator::drive(Waitable& runner, const OpLabel& label, const char* pha
   }
 }
 
-void Communicator::executePlan(const Plan& plan, const std::vector<int>& peers, std::vector<void*> buffers,
+void CommImpl::executePlan(const Plan& plan, const std::vector<int>& peers, std::vector<void*> buffers,
                                strataDataType_t dtype, ReduceKind op, const OpLabel& what) {
   ensureConnections(peers);
   if (plan.scratchElems) {

@@ -1,4 +1,4 @@
-// Communicator: one rank's membership in a group of ranks, its connections, and the executor that runs
+// CommImpl: one rank's membership in a group of ranks, its connections, and the executor that runs
 // plans over them. Calls are executed in issue order, either inline on the caller's thread (blocking
 // calls with nothing queued: lowest latency) or on the communicator's worker thread (async work).
 #pragma once
@@ -75,11 +75,15 @@ class Task {
   std::string error_;
 };
 
-class Communicator : public std::enable_shared_from_this<Communicator> {
+// Not named Communicator: that is the public C++ wrapper (include/strata/strata.hpp), whose inline members
+// are compiled into libstrata too (the overlap scheduler uses it). Two classes with one name break the
+// one-definition rule: the linker keeps one `Communicator::rank()`, and unoptimised builds called the
+// wrapper's on this class.
+class CommImpl : public std::enable_shared_from_this<CommImpl> {
  public:
   /// Collective over the bootstrap's ranks: exchanges host identities.
-  static std::shared_ptr<Communicator> create(const Config& config, std::shared_ptr<Bootstrap> bootstrap);
-  ~Communicator();
+  static std::shared_ptr<CommImpl> create(const Config& config, std::shared_ptr<Bootstrap> bootstrap);
+  ~CommImpl();
 
   int rank() const { return rank_; }
   int size() const { return nranks_; }
@@ -104,7 +108,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// The device engine, if a device call has created it (tests and tools).
   DeviceEngine* deviceEngine() { return device_.get(); }
 
-  std::shared_ptr<Communicator> split(int color, int key);
+  std::shared_ptr<CommImpl> split(int color, int key);
   /// Waits for queued work, flushes connections and releases everything. Idempotent.
   void destroy();
   /// Stops without waiting for peers; queued work fails.
@@ -130,7 +134,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   const Topology& topology() const { return topology_; }
 
  private:
-  Communicator(const Config& config, std::shared_ptr<Bootstrap> bootstrap);
+  CommImpl(const Config& config, std::shared_ptr<Bootstrap> bootstrap);
   void runLocked(std::span<const CollCall> calls);
   void executeCollective(const CollCall& call);
   void executeP2P(const std::vector<CollCall>& calls);

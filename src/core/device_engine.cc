@@ -65,7 +65,7 @@ struct DeviceEngine::Slot {
   }
 };
 
-DeviceEngine::DeviceEngine(Communicator& comm, CudaApi& api) : comm_(comm), api_(api) {
+DeviceEngine::DeviceEngine(CommImpl& comm, CudaApi& api) : comm_(comm), api_(api) {
   check(api_.eventCreate(&chainEvent_), "cudaEventCreate");
   directMaxBytes_ = comm_.config().gpuDirectMaxBytes;
   oneShotMaxBytes_ = comm_.config().gpuOneShotMaxBytes;
@@ -534,7 +534,7 @@ void DeviceEngine::enqueueStaged(std::span<const CollCall> calls, void* stream) 
   Slot* sp = &slot;
   const int64_t timeoutMs = comm_.config().timeoutMs;
   const int rank = comm_.rank();
-  Communicator* comm = &comm_;
+  CommImpl* comm = &comm_;
   const uint32_t nparts = static_cast<uint32_t>(parts.size());
   for (uint32_t i = 0; i < nparts; ++i) {
     auto before = [sp, timeoutMs, rank, comm, i] {

@@ -25,12 +25,12 @@
 
 namespace strata {
 
-class Communicator;
+class CommImpl;
 struct CollCall;
 
 class DeviceEngine {
  public:
-  DeviceEngine(Communicator& comm, CudaApi& api);
+  DeviceEngine(CommImpl& comm, CudaApi& api);
   /// Waits (up to the communicator's deadline) until the GPU is done with the engine's memory, then frees it.
   ~DeviceEngine();
   DeviceEngine(const DeviceEngine&) = delete;
@@ -40,7 +40,7 @@ class DeviceEngine {
   /// throw; errors of the collective itself become the communicator's asynchronous error.
   void enqueue(std::span<const CollCall> calls, void* stream);
 
-  /// Called by Communicator::destroy while the communicator still works: waits until the GPU has finished this
+  /// Called by CommImpl::destroy while the communicator still works: waits until the GPU has finished this
   /// communicator's work, then, if CUDA IPC buffers are shared, a host barrier: after it no peer reads this
   /// rank's buffers, so they can be freed. Without it (abort, a failed peer) the destructor leaks them rather
   /// than free memory a peer's kernel may still read. This makes destroy collective once the IPC path was used.
@@ -61,7 +61,7 @@ class DeviceEngine {
   void joinChain(void* stream);
   void check(int err, const char* what) const;
 
-  Communicator& comm_;
+  CommImpl& comm_;
   CudaApi& api_;
   std::mutex mutex_;  // one enqueue at a time per communicator
 
