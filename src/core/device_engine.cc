@@ -94,10 +94,13 @@ void DeviceEngine::quiesce() {
 
 DeviceEngine::~DeviceEngine() {
   // The GPU may still be copying out of a slot or reading a peer's flags: wait for it, within the deadline,
-  // and leak what it still holds rather than free memory in use.
+  // and leak what it still holds rather than free memory in use. After strataCommAbort the wait is short: a
+  // stream stuck on a peer that will never arrive must not hold the abort for the whole deadline.
   if (!chainEvent_ && slots_.empty() && !ipcBase_) return;
   DeviceGuard guard(api_, device_);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeoutMs);
+  const int64_t waitMs =
+      comm_.aborted() ? std::min<int64_t>(comm_.config().timeoutMs, 1000) : comm_.config().timeoutMs;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
   bool idle = true;
   for (auto& s : slots_) {
     while (api_.eventQuery(s->done) == kCudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
@@ -111,6 +114,9 @@ DeviceEngine::~DeviceEngine() {
   if (!idle) {
     STRATA_WARN(kLogColl, "rank %d: device work still pending at communicator destruction; its memory is leaked",
                 comm_.rank());
+    // The slots too, not only their pinned memory: a stream may still run Slot::inputsArrived on one (a host
+    // function enqueued with its address) or wait on its flag.
+    for (auto& s : slots_) (void)s.release();
     return;
   }
   for (auto& s : slots_) {

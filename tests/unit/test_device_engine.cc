@@ -384,5 +384,29 @@ TEST(DeviceEngine, UsesTheStreamsDeviceNotTheCurrentOne) {
   f.api.multiDevice = false;
 }
 
+// strataCommAbort with device work that never finishes (a stream stuck on a dead peer): the engine leaks what the
+// GPU still holds instead of waiting for the whole STRATA_TIMEOUT_MS.
+TEST(DeviceEngine, AbortDoesNotWaitForStuckDeviceWork) {
+  Fixture f;
+  setenv("STRATA_TIMEOUT_MS", "60000", 1);
+  strataUniqueId id;
+  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  strataComm_t comm = nullptr;
+  ASSERT_EQ(strataCommInitRank(&comm, 1, id, 0), strataSuccess);
+  unsetenv("STRATA_TIMEOUT_MS");
+  std::vector<float> x(64, 1.0f), y(64, 0.0f);
+  float two = 2.0f;
+  strataRedOp_t op;
+  ASSERT_EQ(strataRedOpCreatePreMulSum(&op, &two, strataFloat32, strataScalarHostImmediate, comm), strataSuccess);
+  ASSERT_EQ(strataAllReduce(x.data(), y.data(), 64, strataFloat32, op, comm, stream(0)), strataSuccess);  // staged
+  EXPECT_EQ(y[0], 2.0f);
+  f.api.stuck = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(strataCommAbort(comm), strataSuccess);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f.api.stuck = false;
+  EXPECT_LT(s, 10.0) << "abort waited for the device deadline";
+}
+
 }  // namespace
 }  // namespace strata
