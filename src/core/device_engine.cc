@@ -615,6 +615,9 @@ void DeviceEngine::enqueueStaged(std::span<const CollCall> calls, void* stream) 
     }
     check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
   } catch (...) {
+    // The slot is not free until whatever was enqueued of this use has run: mark its end (best effort; the
+    // worker raises the flags, so the stream does not stay waiting).
+    api_.eventRecord(slot.done, stream);
     // The worker must not wait for inputs that will never come.
     {
       std::lock_guard<std::mutex> lk(slot.mutex);
