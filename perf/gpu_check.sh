@@ -90,7 +90,9 @@ if [[ -x $BIN/strata_gpu_kernel_tests ]]; then
 fi
 COLL="$BIN/strata_gpu_coll_test --device"
 run_test coll_n1 60 "$BIN/strata-run" -n 1 --timeout 55 -- $COLL --counts 0,1,7,1023,70001,1048579
-run_test coll_n2 90 "$BIN/strata-run" -n 2 --timeout 85 -- $COLL --counts 0,1,7,1023,70001
+# With INFO logs: which paths ran (stream memory operations or the polling kernel; CUDA IPC on or off, and why).
+run_test coll_n2 90 env STRATA_DEBUG=INFO STRATA_DEBUG_SUBSYS=INIT,NET "$BIN/strata-run" -n 2 --timeout 85 -- $COLL --counts 0,1,7,1023,70001
+grep -E "STRATA INFO .*(CUDA: |CUDA IPC)" "$OUT/test_coll_n2.log" | head -4 | sed 's/^/    /'
 run_test coll_n4 90 "$BIN/strata-run" -n 4 --timeout 85 -- $COLL --counts 0,1,7,1023,70001
 run_test coll_n2_large 60 "$BIN/strata-run" -n 2 --timeout 55 -- $COLL --counts 1048579 --colls allreduce,reducescatter,allgather
 run_test coll_n4_twoshot 60 env STRATA_GPU_ONESHOT_BYTES=0 "$BIN/strata-run" -n 4 --timeout 55 -- $COLL --counts 7,70001 --colls allreduce
