@@ -51,7 +51,12 @@ cmake -S "$ROOT" -B "$BUILD" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DSTRATA_WITH_
   -DSTRATA_WITH_IBVERBS=OFF -DSTRATA_TESTS_WITHOUT_GTEST=ON > "$OUT/configure.log" 2>&1 || {
   tail -30 "$OUT/configure.log"; echo "configure FAILED"; exit 1; }
 targets=(strata strata_cuda strata-run strata-perf strata_gpu_coll_test strata_bench_gpu_reduce)
-grep -q strata_gpu_kernel_tests "$BUILD"/CMakeFiles/TargetDirectories.txt 2>/dev/null && targets+=(strata_gpu_kernel_tests)
+if grep -q strata_gpu_kernel_tests "$BUILD"/CMakeFiles/TargetDirectories.txt 2>/dev/null; then
+  targets+=(strata_gpu_kernel_tests)
+else
+  echo "WARNING: GoogleTest not found: strata_gpu_kernel_tests (the kernels against the host) is not built and will not run"
+  status=1
+fi
 stamp "build ${targets[*]}"
 if ! cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" > "$OUT/build.log" 2>&1; then
   grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; echo "build FAILED"; exit 1
@@ -85,7 +90,9 @@ if [[ -x $BIN/strata_gpu_kernel_tests ]]; then
 fi
 COLL="$BIN/strata_gpu_coll_test --device"
 run_test coll_n1 60 "$BIN/strata-run" -n 1 --timeout 55 -- $COLL --counts 0,1,7,1023,70001,1048579
-run_test coll_n2 90 "$BIN/strata-run" -n 2 --timeout 85 -- $COLL --counts 0,1,7,1023,70001
+# With INFO logs: which paths ran (stream memory operations or the polling kernel; CUDA IPC on or off, and why).
+run_test coll_n2 90 env STRATA_DEBUG=INFO STRATA_DEBUG_SUBSYS=INIT,NET "$BIN/strata-run" -n 2 --timeout 85 -- $COLL --counts 0,1,7,1023,70001
+grep -E "STRATA INFO .*(CUDA: |CUDA IPC)" "$OUT/test_coll_n2.log" | head -4 | sed 's/^/    /'
 run_test coll_n4 90 "$BIN/strata-run" -n 4 --timeout 85 -- $COLL --counts 0,1,7,1023,70001
 run_test coll_n2_large 60 "$BIN/strata-run" -n 2 --timeout 55 -- $COLL --counts 1048579 --colls allreduce,reducescatter,allgather
 run_test coll_n4_twoshot 60 env STRATA_GPU_ONESHOT_BYTES=0 "$BIN/strata-run" -n 4 --timeout 55 -- $COLL --counts 7,70001 --colls allreduce
@@ -147,7 +154,7 @@ for n, rows in lat.items():
     for size, t in sorted(rows.items()):
         ref = nccl.get(size)
         cmp.append({"ranks": n, "bytes": size, "strata_us": t, "nccl_1rank_us": ref,
-                    "below": (ref is not None and t < ref)})
+                    "below": (ref is not None and t is not None and t < ref)})
 summary["allreduce_latency_vs_nccl_single_rank"] = cmp
 summary["targets"]["oneshot_below_nccl_single_rank"] = {
     "met": bool(cmp) and all(c["below"] for c in cmp),
@@ -155,7 +162,8 @@ summary["targets"]["oneshot_below_nccl_single_rank"] = {
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
 print(json.dumps(summary["targets"], indent=2))
 for c in cmp:
-    print("n=%d %8d B  strata %8.2f us  nccl(1 rank) %s us" % (c["ranks"], c["bytes"], c["strata_us"],
+    print("n=%d %8d B  strata %s us  nccl(1 rank) %s us" % (c["ranks"], c["bytes"],
+          "%8.2f" % c["strata_us"] if c["strata_us"] is not None else "n/a",
           "%.2f" % c["nccl_1rank_us"] if c["nccl_1rank_us"] is not None else "n/a"))
 PY
 stamp "done (status $status); files in $OUT"

@@ -105,6 +105,8 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   void bufferElems(const CollCall& call, size_t* sendElems, size_t* recvElems) const;
   /// Every rank of this communicator runs on one host.
   bool oneHost() const { return oneHost_; }
+  /// strataCommAbort was called: waits in teardown must not run to the deadline.
+  bool aborted() const { return aborted_.load(); }
   /// The device engine, if a device call has created it (tests and tools).
   DeviceEngine* deviceEngine() { return device_.get(); }
 

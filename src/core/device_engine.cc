@@ -66,7 +66,6 @@ struct DeviceEngine::Slot {
 };
 
 DeviceEngine::DeviceEngine(CommImpl& comm, CudaApi& api) : comm_(comm), api_(api) {
-  check(api_.eventCreate(&chainEvent_), "cudaEventCreate");
   directMaxBytes_ = comm_.config().gpuDirectMaxBytes;
   oneShotMaxBytes_ = comm_.config().gpuOneShotMaxBytes;
 }
@@ -74,6 +73,11 @@ DeviceEngine::DeviceEngine(CommImpl& comm, CudaApi& api) : comm_(comm), api_(api
 void DeviceEngine::quiesce() {
   std::lock_guard<std::mutex> lk(mutex_);
   if (quiesced_) return;
+  if (!chainEvent_) {  // no device call got as far as the GPU
+    quiesced_ = true;
+    return;
+  }
+  DeviceGuard guard(api_, device_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeoutMs);
   while (api_.eventQuery(chainEvent_) == kCudaErrorNotReady) {
     if (std::chrono::steady_clock::now() > deadline)
@@ -90,20 +94,29 @@ void DeviceEngine::quiesce() {
 
 DeviceEngine::~DeviceEngine() {
   // The GPU may still be copying out of a slot or reading a peer's flags: wait for it, within the deadline,
-  // and leak what it still holds rather than free memory in use.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeoutMs);
+  // and leak what it still holds rather than free memory in use. After strataCommAbort the wait is short: a
+  // stream stuck on a peer that will never arrive must not hold the abort for the whole deadline.
+  if (!chainEvent_ && slots_.empty() && !ipcBase_) return;
+  DeviceGuard guard(api_, device_);
+  const int64_t waitMs =
+      comm_.aborted() ? std::min<int64_t>(comm_.config().timeoutMs, 1000) : comm_.config().timeoutMs;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
   bool idle = true;
   for (auto& s : slots_) {
     while (api_.eventQuery(s->done) == kCudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     if (api_.eventQuery(s->done) == kCudaErrorNotReady) idle = false;
   }
-  while (api_.eventQuery(chainEvent_) == kCudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
+  while (chainEvent_ && api_.eventQuery(chainEvent_) == kCudaErrorNotReady &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(100));
-  if (api_.eventQuery(chainEvent_) == kCudaErrorNotReady) idle = false;
+  if (chainEvent_ && api_.eventQuery(chainEvent_) == kCudaErrorNotReady) idle = false;
   if (!idle) {
     STRATA_WARN(kLogColl, "rank %d: device work still pending at communicator destruction; its memory is leaked",
                 comm_.rank());
+    // The slots too, not only their pinned memory: a stream may still run Slot::inputsArrived on one (a host
+    // function enqueued with its address) or wait on its flag.
+    for (auto& s : slots_) (void)s.release();
     return;
   }
   for (auto& s : slots_) {
@@ -123,7 +136,7 @@ DeviceEngine::~DeviceEngine() {
                   comm_.rank());
     }
   }
-  api_.eventDestroy(chainEvent_);
+  if (chainEvent_) api_.eventDestroy(chainEvent_);
 }
 
 void DeviceEngine::check(int err, const char* what) const {
@@ -151,6 +164,15 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
       if (device < 0 && c.recvbuff) device = api_.pointerDevice(c.recvbuff);
     }
   }
+  // One device per engine: its events (and CUDA IPC buffers) live there, and CUDA refuses to record an event
+  // on another device's stream.
+  if (device_ < 0) {
+    device_ = device;
+  } else if (device >= 0 && device != device_) {
+    throw InvalidUsage(strprintf("rank %d: device call on device %d, but this communicator's device work is on "
+                                 "device %d; use one device per rank and communicator",
+                                 comm_.rank(), device, device_));
+  }
   DeviceGuard guard(api_, device);
   bool capturing = false;
   check(api_.streamIsCapturing(stream, &capturing), "cudaStreamIsCapturing");
@@ -159,6 +181,7 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
         strprintf("rank %d: Strata collectives cannot be captured into a CUDA graph yet (the stream "
                   "is capturing); run them outside the capture",
                   comm_.rank()));
+  if (!chainEvent_) check(api_.eventCreate(&chainEvent_), "cudaEventCreate");  // on device_ (the guard)
   joinChain(stream);
   if (calls.size() == 1 && soloCopy(calls[0], stream)) {
     check(api_.eventRecord(chainEvent_, stream), "cudaEventRecord");
@@ -592,6 +615,9 @@ void DeviceEngine::enqueueStaged(std::span<const CollCall> calls, void* stream) 
     }
     check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
   } catch (...) {
+    // The slot is not free until whatever was enqueued of this use has run: mark its end (best effort; the
+    // worker raises the flags, so the stream does not stay waiting).
+    api_.eventRecord(slot.done, stream);
     // The worker must not wait for inputs that will never come.
     {
       std::lock_guard<std::mutex> lk(slot.mutex);

@@ -65,7 +65,13 @@ class DeviceEngine {
   CudaApi& api_;
   std::mutex mutex_;  // one enqueue at a time per communicator
 
+  // The device of every call (fixed by the first one): events can only be recorded on streams of the device
+  // they were created on, so the engine's events are created there, under a DeviceGuard, not on whatever device
+  // the calling thread happened to have current.
+  int device_ = -1;
+
   // Chain across streams: recorded at the end of every enqueue; a call on another stream waits for it first.
+  // Created at the first enqueue, on device_.
   void* chainEvent_ = nullptr;
   void* lastStream_ = nullptr;
   bool chained_ = false;

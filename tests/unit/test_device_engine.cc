@@ -23,6 +23,8 @@ namespace strata {
 namespace {
 
 void* const kCapturingStream = reinterpret_cast<void*>(0xC0);
+void* const kOtherDeviceStream = reinterpret_cast<void*>(0xD0);  // on device 2 when multiDevice is set
+thread_local int tCurrentDevice = 0;                               // the fake's per-thread current device
 
 class FakeCudaApi final : public CudaApi {
  public:
@@ -32,14 +34,20 @@ class FakeCudaApi final : public CudaApi {
     return 0;
   }
   const char* errorString(int) override { return "fake error"; }
-  int pointerDevice(const void* p) override { return p ? 0 : -1; }
+  // multiDevice: the buffers and the ranks' streams are on device 1 while threads start on device 0, and an event
+  // can only be recorded on a stream of the device it was created on (as in CUDA).
+  int pointerDevice(const void* p) override { return p ? (multiDevice ? 1 : 0) : -1; }
   int getDevice(int* d) override {
-    *d = 0;
+    *d = tCurrentDevice;
     return 0;
   }
-  int setDevice(int) override { return 0; }
-  int streamDevice(void*, int* d) override {
-    *d = 0;
+  int setDevice(int d) override {
+    tCurrentDevice = d;
+    return 0;
+  }
+  int deviceOf(void* s) const { return !multiDevice ? 0 : s == kOtherDeviceStream ? 2 : s ? 1 : tCurrentDevice; }
+  int streamDevice(void* s, int* d) override {
+    *d = deviceOf(s);
     return 0;
   }
   int streamIsCapturing(void* s, bool* c) override {
@@ -53,16 +61,18 @@ class FakeCudaApi final : public CudaApi {
   int streamDestroy(void*) override { return 0; }
   int streamSynchronize(void*) override { return 0; }
   int eventCreate(void** e) override {
-    *e = new int(0);
+    *e = new int(tCurrentDevice);
     return 0;
   }
   int eventDestroy(void* e) override {
     delete static_cast<int*>(e);
     return 0;
   }
-  int eventRecord(void*, void*) override { return 0; }
+  int eventRecord(void* e, void* s) override {
+    return *static_cast<int*>(e) == deviceOf(s) ? 0 : 400;  // cudaErrorInvalidResourceHandle
+  }
   int streamWaitEvent(void*, void*) override { return 0; }
-  int eventQuery(void*) override { return 0; }
+  int eventQuery(void*) override { return stuck ? 600 : 0; }  // stuck: the GPU never finishes
   int memcpyAsync(void* d, const void* s, size_t n, void*) override {
     ++copies;
     std::memmove(d, s, n);
@@ -131,6 +141,7 @@ class FakeCudaApi final : public CudaApi {
 
   std::atomic<int> copies{0}, reduces{0}, maxSources{0}, ipcOpens{0};
   bool failIpcOpen = false;
+  std::atomic<bool> multiDevice{false}, stuck{false};
 };
 
 // Small integers, exact in every type and every summation order.
@@ -348,6 +359,53 @@ TEST(DeviceEngine, CaptureAndMixedGroupsAreRefused) {
     EXPECT_EQ(strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, stream(0)), strataSuccess);
     EXPECT_EQ(y[3], 4.0f);
   });
+}
+
+// The engine works on the device of the caller's stream, not on the thread's current device: here every rank's
+// thread has device 0 current and its stream and buffers are on device 1. The engine's events must be created on
+// device 1 (CUDA refuses to record an event on another device's stream), the thread's current device is left as
+// it was, and a call on a third device is refused with a clear error.
+TEST(DeviceEngine, UsesTheStreamsDeviceNotTheCurrentOne) {
+  Fixture f;
+  f.api.multiDevice = true;
+  checkAllReduce(2, {7, 70001}, strataFloat32, strataSum);  // one-shot, two-shot
+  onRanks(2, [&](int r, strataComm_t comm) {
+    std::vector<float> x(64, 1.0f), y(128, 0.0f);
+    EXPECT_EQ(strataAllGather(x.data(), y.data(), 64, strataFloat32, comm, stream(r)), strataSuccess)
+        << strataGetLastError(comm);  // staged
+    EXPECT_EQ(tCurrentDevice, 0);
+    EXPECT_EQ(strataAllReduce(x.data(), y.data(), 64, strataFloat32, strataSum, comm, kOtherDeviceStream),
+              strataInvalidUsage);
+    EXPECT_NE(std::string(strataGetLastError(comm)).find("one device per rank"), std::string::npos)
+        << strataGetLastError(comm);
+    EXPECT_EQ(strataAllReduce(x.data(), y.data(), 64, strataFloat32, strataSum, comm, stream(r)), strataSuccess);
+    EXPECT_EQ(y[0], 2.0f);
+  });
+  f.api.multiDevice = false;
+}
+
+// strataCommAbort with device work that never finishes (a stream stuck on a dead peer): the engine leaks what the
+// GPU still holds instead of waiting for the whole STRATA_TIMEOUT_MS.
+TEST(DeviceEngine, AbortDoesNotWaitForStuckDeviceWork) {
+  Fixture f;
+  setenv("STRATA_TIMEOUT_MS", "60000", 1);
+  strataUniqueId id;
+  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  strataComm_t comm = nullptr;
+  ASSERT_EQ(strataCommInitRank(&comm, 1, id, 0), strataSuccess);
+  unsetenv("STRATA_TIMEOUT_MS");
+  std::vector<float> x(64, 1.0f), y(64, 0.0f);
+  float two = 2.0f;
+  strataRedOp_t op;
+  ASSERT_EQ(strataRedOpCreatePreMulSum(&op, &two, strataFloat32, strataScalarHostImmediate, comm), strataSuccess);
+  ASSERT_EQ(strataAllReduce(x.data(), y.data(), 64, strataFloat32, op, comm, stream(0)), strataSuccess);  // staged
+  EXPECT_EQ(y[0], 2.0f);
+  f.api.stuck = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(strataCommAbort(comm), strataSuccess);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f.api.stuck = false;
+  EXPECT_LT(s, 10.0) << "abort waited for the device deadline";
 }
 
 }  // namespace
