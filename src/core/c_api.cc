@@ -127,7 +127,7 @@ std::vector<std::shared_ptr<Task>> launchGroup(std::vector<std::pair<std::shared
 // A call is a device call when it passes a CUDA stream, or when a buffer is device memory (NCCL's callers
 // often pass stream 0, the legacy default stream). The pointer check never loads CUDA: while the process has
 // not loaded the CUDA driver no pointer can be device memory, so host callers pay one cheap check.
-void classify(CollCall& call, strataStream_t stream, const CommImpl& comm) {
+void classify(CollCall& call, strataStream_t stream) {
   if (stream) {
     cudaApi();  // throws CudaError naming why CUDA cannot be used (no driver, no device, no CUDA build)
     call.device = true;
@@ -140,14 +140,13 @@ void classify(CollCall& call, strataStream_t stream, const CommImpl& comm) {
     call.device = true;
     call.stream = nullptr;
   }
-  (void)comm;
 }
 
 strataResult_t issue(strataComm* comm, CollCall call, strataStream_t stream) {
   if (!isLive(comm))
     return record(nullptr, strataInvalidUsage, "invalid communicator (NULL, destroyed, or never initialised)");
   return guarded(comm, [&] {
-    classify(call, stream, *comm->impl);
+    classify(call, stream);
     if (tGroup.depth > 0) {
       comm->impl->validate(call);  // now, so the error belongs to this call and not to strataGroupEnd
       tGroup.calls.emplace_back(comm->impl, call);

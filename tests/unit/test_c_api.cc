@@ -11,16 +11,11 @@
 
 #include "strata/strata.h"
 #include "strata/strata.hpp"
+#include "test_util.h"
 
 namespace {
 
-strataComm_t oneRankComm() {
-  strataUniqueId id;
-  EXPECT_EQ(strataGetUniqueId(&id), strataSuccess);
-  strataComm_t comm = nullptr;
-  EXPECT_EQ(strataCommInitRank(&comm, 1, id, 0), strataSuccess) << strataGetLastError(nullptr);
-  return comm;
-}
+using strata::test::oneRankComm;
 
 TEST(CApi, VersionAndErrorStrings) {
   int v = 0;

@@ -11,6 +11,7 @@
 
 #include "core/gpu_runtime.h"
 #include "strata/strata.h"
+#include "test_util.h"
 #include "util/error.h"
 
 namespace {
@@ -23,13 +24,7 @@ bool driverInstalled() {
   return true;
 }
 
-strataComm_t oneRankComm() {
-  strataUniqueId id;
-  EXPECT_EQ(strataGetUniqueId(&id), strataSuccess);
-  strataComm_t comm = nullptr;
-  EXPECT_EQ(strataCommInitRank(&comm, 1, id, 0), strataSuccess) << strataGetLastError(nullptr);
-  return comm;
-}
+using strata::test::oneRankComm;
 
 TEST(GpuRuntime, HostPointersNeverLoadCuda) {
   if (driverInstalled()) GTEST_SKIP() << "a CUDA driver is installed here; this checks CPU-only machines";
