@@ -222,6 +222,13 @@ void BootstrapNetwork::receiverLoop() {
         case MsgType::kError:
           recordFailure(r.str(), true);
           break;
+        case MsgType::kRootLeaving: {
+          std::string why = r.str();
+          STRATA_INFO(kLogBootstrap, "bootstrap rank %d: %s; the root may go away with it", rank_, why.c_str());
+          std::lock_guard<std::mutex> lock(mu_);
+          rootLeaving_ = std::move(why);
+          break;
+        }
         default:
           STRATA_WARN(kLogBootstrap, "bootstrap rank %d: ignoring unexpected message type %u from the root", rank_,
                       static_cast<uint32_t>(type));
@@ -232,12 +239,28 @@ void BootstrapNetwork::receiverLoop() {
     }
   }
   bool expected;
+  std::string leaving;
   {
     std::lock_guard<std::mutex> lock(mu_);
     expected = closing_;
+    leaving = rootLeaving_;
     rootLost_ = true;
   }
-  if (!expected) {
+  if (!expected && !leaving.empty()) {
+    // An orderly end of the root's process: work in flight among the remaining ranks goes on (it no longer
+    // involves the departed ranks, whose operations had completed), so no handler aborts it. Only what
+    // needs the root from now on (communicator creation, split, failure reports) fails, with this reason.
+    const std::string reason = strprintf(
+        "bootstrap root gone: %s and then exited (%s); creating or splitting communicators on this network is no "
+        "longer possible",
+        leaving.c_str(), why.c_str());
+    STRATA_INFO(kLogBootstrap, "bootstrap rank %d: %s", rank_, reason.c_str());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failure_.empty()) failure_ = reason;
+    }
+    cv_.notify_all();
+  } else if (!expected) {
     // The root usually lives in rank 0's process. A rank on this host whose process is gone is the likely
     // culprit: name it, so the message says which rank died and not only that the root is unreachable.
     // A dying process closes its sockets a moment before it is marked exited: look for up to half a second.

@@ -88,6 +88,7 @@ class BootstrapNetwork {
   std::map<MailboxKey, std::deque<std::vector<uint8_t>>> mailboxes_;
   std::string failure_;
   bool rootLost_ = false;  // the connection is unusable: sends fail fast
+  std::string rootLeaving_;  // the root announced that its process's ranks all left (kRootLeaving)
   bool closing_ = false;   // the destructor said goodbye: EOF from the root is expected
   bool receiverDone_ = false;
   std::map<uint64_t, std::function<void(const std::string&)>> handlers_;

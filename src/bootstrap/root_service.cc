@@ -339,6 +339,9 @@ class RootService {
       case MsgType::kGoodbye:
         STRATA_INFO(kLogBootstrap, "bootstrap root %s: %s said goodbye", name_.c_str(), c.who().c_str());
         c.goodbye = true;
+        // Before closing: the closing releases the leaving rank, whose process may then exit at once (a
+        // forked worker ends with _exit(), skipping the grace period the registry gives at exit()).
+        if (isLocal(c) && !anyLocalActive()) announceRootLeaving(c);
         closeNow(c);
         return;
       default:
@@ -434,6 +437,27 @@ class RootService {
       return;
     }
     queue(*dst, MsgType::kRelay, payload);
+  }
+
+  bool isLocal(const Conn& c) const { return c.pid == myPid_ && c.host == myHost_; }
+
+  bool anyLocalActive() const {
+    for (const Conn* c : rankConn_) {
+      if (c && !c->dead && c->state == State::kActive && !c->goodbye && isLocal(*c)) return true;
+    }
+    return false;
+  }
+
+  /// The last rank of the root's own process left on purpose. The other ranks may still be finishing work
+  /// that no longer involves it; tell them the root's disappearance will be orderly, so they do not abort.
+  void announceRootLeaving(const Conn& last) {
+    if (!complete_) return;
+    WireWriter w;
+    w.str(strprintf("the bootstrap root ran in the process of %s, which destroyed its communicators", last.who().c_str()));
+    for (Conn* c : rankConn_) {
+      if (!c || c->dead || c->state != State::kActive || c->goodbye || isLocal(*c)) continue;
+      queue(*c, MsgType::kRootLeaving, w.data());
+    }
   }
 
   void broadcastFailure(const std::string& msg, int exceptRank) {

@@ -33,6 +33,9 @@ enum class MsgType : uint32_t {
   kReportFailure = 6,
   kFailure = 7,
   kGoodbye = 8,
+  /// Root -> rank: every rank living in the root's own process has left; the root ends with that process,
+  /// so its closing the connection later is not a failure of the job.
+  kRootLeaving = 9,
 };
 
 constexpr uint32_t kProtocolMagic = 0x53425431;  // "STB1": a Strata bootstrap root, protocol version 1

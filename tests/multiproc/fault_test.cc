@@ -1,13 +1,104 @@
 // A rank of this program is killed from outside while all ranks loop over large all-reduces; every
 // survivor must return an error naming the dead rank (checked by test_fault.sh), not hang.
+//
+// With --root-exits-early, the opposite: rank 0 (whose process hosts the bootstrap root) destroys its
+// communicator on purpose and leaves with _exit(), the way a fork()ed worker ends, while the other ranks
+// go on with collectives among themselves. They must finish them all; only what needs the root afterwards
+// (a split) fails, with an error that says why.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "strata/strata.h"
 
+namespace {
+
+int rootExitsEarly() {
+  strataComm_t world;
+  strataResult_t r = strataCommInitFromEnv(&world);
+  if (r != strataSuccess) {
+    std::fprintf(stderr, "init failed: %s: %s\n", strataGetErrorString(r), strataGetLastError(nullptr));
+    return 1;
+  }
+  int rank = 0, size = 0;
+  strataCommUserRank(world, &rank);
+  strataCommCount(world, &size);
+  std::vector<int> v(1024, 1);
+  if (strataAllReduce(v.data(), v.data(), v.size(), strataInt32, strataSum, world, nullptr) != strataSuccess ||
+      v[0] != size) {
+    std::fprintf(stderr, "rank %d: world all-reduce failed: %s\n", rank, strataGetLastError(world));
+    return 1;
+  }
+  strataComm_t rest = nullptr;
+  r = strataCommSplit(world, rank == 0 ? STRATA_SPLIT_NOCOLOR : 1, rank, &rest, nullptr);
+  if (r != strataSuccess) {
+    std::fprintf(stderr, "rank %d: split failed: %s\n", rank, strataGetLastError(world));
+    return 1;
+  }
+  // Connections are made on first use, through the root: the others make theirs now, while it is there.
+  if (rank != 0 && strataAllReduce(v.data(), v.data(), v.size(), strataInt32, strataSum, rest, nullptr) != strataSuccess) {
+    std::fprintf(stderr, "rank %d: warm-up all-reduce failed: %s\n", rank, strataGetLastError(rest));
+    return 1;
+  }
+  // The last operation with rank 0: it may finish there, and rank 0 be gone, before the others have finished it.
+  std::fill(v.begin(), v.end(), 1);
+  if (strataAllReduce(v.data(), v.data(), v.size(), strataInt32, strataSum, world, nullptr) != strataSuccess ||
+      v[0] != size) {
+    std::fprintf(stderr, "FAIL rank %d: the last world all-reduce failed: %s\n", rank, strataGetLastError(world));
+    return 2;
+  }
+  if (rank == 0) {
+    strataCommDestroy(world);
+    std::printf("rank 0: destroyed its communicator, exiting with _exit(0)\n");
+    std::fflush(stdout);
+    _exit(0);
+  }
+  // Long enough that rank 0's process is gone well before the end.
+  const int iters = 3000;
+  for (int it = 0; it < iters; ++it) {
+    std::fill(v.begin(), v.end(), rank + it);
+    r = strataAllReduce(v.data(), v.data(), v.size(), strataInt32, strataSum, rest, nullptr);
+    int want = 0;
+    for (int q = 1; q < size; ++q) want += q + it;
+    if (r != strataSuccess || v[0] != want || v.back() != want) {
+      std::fprintf(stderr, "FAIL rank %d iteration %d: %s: %s (got %d, want %d)\n", rank, it, strataGetErrorString(r),
+                   strataGetLastError(rest), v[0], want);
+      return 3;
+    }
+  }
+  std::printf("rank %d: %d all-reduces after rank 0 left: all correct\n", rank, iters);
+  // The root leaves with rank 0's process; until this rank has seen it go, a split may still succeed.
+  for (int k = 0; k < 200; ++k) {
+    strataComm_t again = nullptr;
+    r = strataCommSplit(rest, 0, rank, &again, nullptr);
+    if (r != strataSuccess) {
+      const std::string why = strataGetLastError(rest);
+      if (why.find("bootstrap root gone") == std::string::npos || why.find("destroyed its communicators") == std::string::npos) {
+        std::fprintf(stderr, "FAIL rank %d: split after the root left failed with an unclear error: %s\n", rank,
+                     why.c_str());
+        return 4;
+      }
+      std::printf("rank %d: split after the root left: %s\n", rank, why.c_str());
+      strataCommDestroy(rest);
+      strataCommDestroy(world);
+      return 0;
+    }
+    strataCommDestroy(again);
+    usleep(50000);
+  }
+  std::fprintf(stderr, "FAIL rank %d: splits still succeed 10 s after rank 0 exited\n", rank);
+  return 5;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--root-exits-early") == 0) return rootExitsEarly();
   const size_t count = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (4u << 20);
   strataComm_t comm;
   strataResult_t r = strataCommInitFromEnv(&comm);

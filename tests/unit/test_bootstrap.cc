@@ -556,6 +556,55 @@ TEST(Bootstrap, LostRootIsAFailure) {
   EXPECT_TRUE(contains(bs->failure(), "bootstrap root unreachable"));
 }
 
+// The root lives in rank 0's process. When that rank destroys its bootstrap on purpose and the process
+// then ends with _exit() (a fork()ed worker does; the exit-time grace period never runs), the others lose
+// the root, but the job did not fail: no failure handler may run (they abort communicators), while what
+// still needs the root fails with a reason that says what happened.
+TEST(Bootstrap, RootProcessLeavingOnPurposeIsNotAFailure) {
+  int pipefd[2];
+  ASSERT_EQ(pipe2(pipefd, O_CLOEXEC), 0);
+  pid_t child = forkChild([&] {
+    ::close(pipefd[0]);
+    const UniqueIdInfo id = startLocalRoot(3);
+    const strataUniqueId raw = encodeUniqueId(id);
+    if (::write(pipefd[1], &raw, sizeof(raw)) != static_cast<ssize_t>(sizeof(raw))) return 2;
+    {
+      auto bs = Bootstrap::connect(testConfig(20000), id, 0, 3);
+      bs->barrier();
+    }  // goodbye
+    _exit(0);
+  });
+  ASSERT_GT(child, 0);
+  ::close(pipefd[1]);
+  strataUniqueId raw;
+  ASSERT_TRUE(readAll(pipefd[0], &raw, sizeof(raw), 20000));
+  ::close(pipefd[0]);
+  const UniqueIdInfo id = decodeUniqueId(raw);
+
+  std::atomic<int> handlerCalls{0};
+  runRanks(2, [&](int t) {
+    const int r = t + 1;
+    auto bs = Bootstrap::connect(testConfig(20000), id, r, 3);
+    bs->setFailureHandler([&](const std::string&) { ++handlerCalls; });
+    bs->barrier();
+    for (int k = 0; k < 1000 && bs->failure().empty(); ++k) usleep(10000);
+    EXPECT_TRUE(contains(bs->failure(), "bootstrap root gone"));
+    EXPECT_TRUE(contains(bs->failure(), "destroyed its communicators"));
+    EXPECT_TRUE(contains(bs->failure(), "pid " + std::to_string(child)));
+    try {
+      bs->recv(3 - r, 4);
+      ADD_FAILURE() << "recv returned after the root went away";
+    } catch (const RemoteError& e) {
+      EXPECT_TRUE(contains(std::string(e.what()), "bootstrap root gone"));
+    }
+    EXPECT_THROW(bs->send(3 - r, 4, "x", 1), RemoteError);
+  });
+  EXPECT_EQ(handlerCalls.load(), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+}
+
 TEST(Bootstrap, ConnectRetriesUntilTheRootListens) {
   // Reserve a port, release it, and start the root there only after the rank began connecting.
   int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
