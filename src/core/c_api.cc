@@ -46,9 +46,34 @@ std::unordered_set<strataComm*>& registry() {
   return *s;
 }
 
+// Bumped whenever a communicator leaves the registry. A thread that found a handle live remembers it with
+// the epoch; while no communicator has been destroyed since, the same handle is still live, and the next
+// call skips the lock and the lookup (a training loop calls with the same communicator every time).
+std::atomic<uint64_t> gRegistryEpoch{1};
+struct LiveCache {
+  strataComm* comm = nullptr;
+  uint64_t epoch = 0;
+};
+thread_local LiveCache tLive;
+
 bool isLive(strataComm* c) {
+  if (!c) return false;
+  LiveCache& cache = tLive;
+  if (cache.comm == c && cache.epoch == gRegistryEpoch.load(std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> lk(gRegistryMutex);
-  return c && registry().count(c);
+  if (!registry().count(c)) return false;
+  cache.comm = c;
+  cache.epoch = gRegistryEpoch.load(std::memory_order_relaxed);
+  return true;
+}
+
+/// Takes a communicator out of the registry; false if it was not there (never created, or already
+/// destroyed, perhaps by another thread a moment ago).
+bool unregister(strataComm* c) {
+  std::lock_guard<std::mutex> lk(gRegistryMutex);
+  if (!c || !registry().erase(c)) return false;
+  gRegistryEpoch.fetch_add(1, std::memory_order_acq_rel);
+  return true;
 }
 
 strataResult_t record(strataComm* comm, strataResult_t code, const std::string& msg) {
@@ -266,11 +291,8 @@ strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm
 }
 
 static strataResult_t release(strataComm_t comm, bool abort) {
-  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "invalid communicator (NULL or already destroyed)");
-  {
-    std::lock_guard<std::mutex> lk(gRegistryMutex);
-    registry().erase(comm);
-  }
+  if (!unregister(comm))
+    return record(nullptr, strataInvalidUsage, "invalid communicator (NULL or already destroyed)");
   strataResult_t r = guarded(nullptr, [&] {
     if (abort) comm->impl->abort();
     else comm->impl->destroy();

@@ -1,5 +1,6 @@
 // Validation, algorithm choice and execution of one collective call on a CommImpl.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 
@@ -84,8 +85,8 @@ void CommImpl::validate(const CollCall& c) const {
     throw InvalidArgument(strprintf("rank %d: %s: peer %d is not a rank of this %d-rank communicator", rank_, name,
                                     c.peer, nranks_));
   const size_t esize = dtypeSize(c.dtype);
-  const size_t maxElems = std::numeric_limits<size_t>::max() / esize / static_cast<size_t>(nranks_);
-  if (c.count > maxElems)
+  size_t totalBytes;  // count x esize x nranks must fit (checked without a division: this runs on every call)
+  if (__builtin_mul_overflow(c.count, esize * static_cast<size_t>(nranks_), &totalBytes))
     throw InvalidArgument(strprintf("rank %d: %s: count %zu of %s overflows the address space for %d ranks", rank_,
                                     name, c.count, dtypeName(c.dtype), nranks_));
   size_t sendElems = 0, recvElems = 0;
@@ -180,7 +181,7 @@ void CommImpl::executeCollective(const CollCall& call) {
   args.peer = call.peer;
   args.chunkElems = chunkElems(call.dtype);
 
-  std::vector<void*> buffers(kBuffersPerColl, nullptr);
+  std::array<void*, kBuffersPerColl> buffers{};
   buffers[kBufSend] = const_cast<void*>(call.sendbuff);
   buffers[kBufRecv] = call.recvbuff;
   if (eff.preMul != 1.0 && call.sendbuff) {
@@ -217,7 +218,7 @@ void CommImpl::executeCollective(const CollCall& call) {
   }
   OpLabel what{rank_, collName(call.kind), seq, call.count, call.dtype, cached->plan.algorithm.c_str(), 0};
   STRATA_TRACE(kLogColl, "%s", what.str().c_str());
-  executePlan(cached->plan, cached->peers, std::move(buffers), call.dtype, eff.kind, what);
+  executePlan(cached->plan, cached->peers, buffers, call.dtype, eff.kind, what);
 
   if (eff.postDiv != 1) {
     size_t sendElems = 0, recvElems = 0;
@@ -314,7 +315,7 @@ void CommImpl::executeP2P(const std::vector<CollCall>& calls) {
   if (plan.lanes.empty()) return;
   // Region buffer indices here are 2 per call (send, recv); executePlan only adds scratch for index 2 when
   // the plan asks for scratch, which p2p plans never do.
-  executePlan(plan, planPeers(plan), std::move(buffers), dtype, ReduceKind::kSum, what);
+  executePlan(plan, planPeers(plan), buffers, dtype, ReduceKind::kSum, what);
 }
 
 }  // namespace strata

@@ -250,7 +250,7 @@ void CommImpl::destroy() {
   {
     std::unique_lock<std::mutex> lk(queueMutex_);
     if (destroyed_) return;
-    queueCv_.wait(lk, [&] { return (queue_.empty() && !busy_) || aborted_.load(); });
+    waitQueue(lk, [&] { return (queue_.empty() && !busy_) || aborted_.load(); });
     destroyed_ = true;
     stopWorker_ = true;
   }
@@ -345,7 +345,7 @@ void CommImpl::fail(const Error& e) {
 std::shared_ptr<CommImpl> CommImpl::split(int color, int key) {
   checkUsable();
   std::unique_lock<std::mutex> lk(queueMutex_);
-  queueCv_.wait(lk, [&] { return queue_.empty() && !busy_; });
+  waitQueue(lk, [&] { return queue_.empty() && !busy_; });
   busy_ = true;
   lk.unlock();
   std::shared_ptr<CommImpl> child;
@@ -394,18 +394,20 @@ void CommImpl::run(std::span<const CollCall> calls) {
   {
     std::unique_lock<std::mutex> lk(queueMutex_);
     if (destroyed_) throw InvalidUsage(strprintf("rank %d: communicator used after destroy", rank_));
-    queueCv_.wait(lk, [&] { return (queue_.empty() && !busy_) || failed_.load(); });
+    waitQueue(lk, [&] { return (queue_.empty() && !busy_) || failed_.load(); });
     checkUsable();
     busy_ = true;
   }
   struct Release {
     CommImpl* c;
     ~Release() {
+      bool wake;
       {
         std::lock_guard<std::mutex> lk(c->queueMutex_);
         c->busy_ = false;
+        wake = c->queueWaiters_ > 0;  // a blocking caller alone (no worker, no other thread) wakes nobody
       }
-      c->queueCv_.notify_all();
+      if (wake) c->queueCv_.notify_all();
     }
   } release{this};
   runLocked(calls);
@@ -428,7 +430,7 @@ std::shared_ptr<Task> CommImpl::submit(std::vector<CollCall> calls, std::functio
 void CommImpl::workerLoop() {
   std::unique_lock<std::mutex> lk(queueMutex_);
   for (;;) {
-    queueCv_.wait(lk, [&] { return stopWorker_ || (!queue_.empty() && !busy_); });
+    waitQueue(lk, [&] { return stopWorker_ || (!queue_.empty() && !busy_); });
     if (queue_.empty()) {
       if (stopWorker_) return;
       continue;
@@ -647,16 +649,18 @@ void CommImpl::drive(Waitable& runner, const OpLabel& label, const char* phase) 
   }
 }
 
-void CommImpl::executePlan(const Plan& plan, const std::vector<int>& peers, std::vector<void*> buffers,
+void CommImpl::executePlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers,
                                strataDataType_t dtype, ReduceKind op, const OpLabel& what) {
   ensureConnections(peers);
   if (plan.scratchElems) {
+    if (buffers.size() <= static_cast<size_t>(kBufScratch))
+      throw InternalError(strprintf("rank %d: %s: the plan needs scratch but has no scratch buffer slot", rank_,
+                                    what.str().c_str()));
     const size_t bytes = plan.scratchElems * dtypeSize(dtype);
     if (scratch_.size() < bytes) scratch_.resize(bytes);
-    while (buffers.size() <= static_cast<size_t>(kBufScratch)) buffers.push_back(nullptr);
     buffers[kBufScratch] = scratch_.data();
   }
-  PlanRunner runner(plan, std::move(buffers), dtype, op, config_.pieceBytes,
+  PlanRunner runner(plan, buffers, dtype, op, config_.pieceBytes,
                     [this](int peer) { return conns_[static_cast<size_t>(peer)].get(); });
   drive(runner, what);
   // A blocking call returns only once its messages have left this process: a peer must never wait on

@@ -140,7 +140,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   void runLocked(std::span<const CollCall> calls);
   void executeCollective(const CollCall& call);
   void executeP2P(const std::vector<CollCall>& calls);
-  void executePlan(const Plan& plan, const std::vector<int>& peers, std::vector<void*> buffers,
+  void executePlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers,
                    strataDataType_t dtype, ReduceKind op, const OpLabel& what);
   void ensureConnections(const std::vector<int>& peers);
   void drive(Waitable& runner, const OpLabel& what, const char* phase = nullptr);
@@ -213,6 +213,14 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   };
   std::deque<QueueItem> queue_;
   bool busy_ = false;
+  int queueWaiters_ = 0;  // threads inside waitQueue(); under queueMutex_
+  /// queueCv_.wait, counted in queueWaiters_ so that a release with nobody waiting skips the notify.
+  template <typename Pred>
+  void waitQueue(std::unique_lock<std::mutex>& lk, Pred pred) {
+    ++queueWaiters_;
+    queueCv_.wait(lk, pred);
+    --queueWaiters_;
+  }
   bool stopWorker_ = false;
   std::thread worker_;
 

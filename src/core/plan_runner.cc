@@ -7,10 +7,9 @@
 
 namespace strata {
 
-PlanRunner::PlanRunner(const Plan& plan, std::vector<void*> buffers, strataDataType_t dtype, ReduceKind op,
+PlanRunner::PlanRunner(const Plan& plan, std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op,
                        size_t pieceBytes, std::function<Connection*(int)> connFor)
     : plan_(plan),
-      buffers_(std::move(buffers)),
       dtype_(dtype),
       elemSize_(dtypeSize(dtype)),
       op_(op),
@@ -19,6 +18,14 @@ PlanRunner::PlanRunner(const Plan& plan, std::vector<void*> buffers, strataDataT
       nConns_(static_cast<size_t>(std::max(plan.nranks, 0))),
       nLanes_(plan.lanes.size()),
       lanesLeft_(plan.lanes.size()) {
+  nBufs_ = buffers.size();
+  if (nBufs_ <= kInlineBuffers) {
+    std::copy(buffers.begin(), buffers.end(), bufInline_.begin());
+    bufs_ = bufInline_.data();
+  } else {
+    bufHeap_.assign(buffers.begin(), buffers.end());
+    bufs_ = bufHeap_.data();
+  }
   if (nConns_ <= kInlinePeers) {
     conns_ = connInline_.data();
     std::fill_n(conns_, nConns_, nullptr);
@@ -45,7 +52,7 @@ Connection* PlanRunner::conn(int peer) {
 }
 
 char* PlanRunner::addr(const Region& r, size_t at) const {
-  void* base = buffers_[static_cast<size_t>(r.buf)];
+  void* base = static_cast<size_t>(r.buf) < nBufs_ ? bufs_[static_cast<size_t>(r.buf)] : nullptr;
   if (!base) throw InternalError(strprintf("plan touches buffer %d, which was not provided", r.buf));
   return static_cast<char*>(base) + (r.offset + at) * elemSize_;
 }

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,7 @@ class PlanRunner : public Waitable {
  public:
   /// `buffers[i]` is the base of plan buffer i (nullptr allowed where the plan never touches it);
   /// `connFor(peer)` returns the connection to that peer (called lazily, at most once per peer).
-  PlanRunner(const Plan& plan, std::vector<void*> buffers, strataDataType_t dtype, ReduceKind op,
+  PlanRunner(const Plan& plan, std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op,
              size_t pieceBytes, std::function<Connection*(int)> connFor);
   PlanRunner(const PlanRunner&) = delete;  // lanes_/conns_ may point into the runner itself
   PlanRunner& operator=(const PlanRunner&) = delete;
@@ -58,7 +59,6 @@ class PlanRunner : public Waitable {
   Connection* conn(int peer);
 
   const Plan& plan_;
-  std::vector<void*> buffers_;
   strataDataType_t dtype_;
   size_t elemSize_;
   ReduceKind op_;
@@ -66,7 +66,11 @@ class PlanRunner : public Waitable {
   std::function<Connection*(int)> connFor_;
   // Per-peer connection cache and per-lane state. Small plans (every small-message call) keep them inline:
   // a small all-reduce costs a few hundred nanoseconds in all, and two heap allocations are a visible part.
-  static constexpr size_t kInlinePeers = 16, kInlineLanes = 8;
+  static constexpr size_t kInlinePeers = 16, kInlineLanes = 8, kInlineBuffers = 8;
+  std::array<void*, kInlineBuffers> bufInline_;  // the first nBufs_ are set in the constructor
+  std::vector<void*> bufHeap_;
+  void* const* bufs_;
+  size_t nBufs_;
   std::array<Connection*, kInlinePeers> connInline_;  // the first nConns_ are set in the constructor
   std::vector<Connection*> connHeap_;
   Connection** conns_;

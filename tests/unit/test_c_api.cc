@@ -91,13 +91,37 @@ TEST(CApi, CollectivesRejectBadArguments) {
 
 TEST(CApi, DestroyedCommunicatorIsRejected) {
   strataComm_t comm = oneRankComm();
-  ASSERT_EQ(strataCommDestroy(comm), strataSuccess);
   float x = 1, y = 0;
+  // Successful calls first, on this thread and another: each thread remembers the handle as live.
+  ASSERT_EQ(strataAllReduce(&x, &y, 1, strataFloat32, strataSum, comm, nullptr), strataSuccess);
+  strataResult_t other = strataSuccess;
+  std::thread([&] { other = strataAllReduce(&x, &y, 1, strataFloat32, strataSum, comm, nullptr); }).join();
+  ASSERT_EQ(other, strataSuccess);
+  ASSERT_EQ(strataCommDestroy(comm), strataSuccess);
+  std::thread([&] { other = strataAllReduce(&x, &y, 1, strataFloat32, strataSum, comm, nullptr); }).join();
+  EXPECT_EQ(other, strataInvalidUsage);
   EXPECT_EQ(strataAllReduce(&x, &y, 1, strataFloat32, strataSum, comm, nullptr), strataInvalidUsage);
   EXPECT_EQ(strataCommDestroy(comm), strataInvalidUsage);
   int n = 0;
   EXPECT_EQ(strataCommCount(comm, &n), strataInvalidUsage);
   EXPECT_EQ(strataCommCount(nullptr, &n), strataInvalidUsage);
+}
+
+TEST(CApi, ConcurrentDestroysOfOneCommunicatorSucceedOnce) {
+  for (int round = 0; round < 20; ++round) {
+    strataComm_t comm = oneRankComm();
+    std::vector<strataResult_t> results(4, strataInternalError);
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < results.size(); ++t)
+      threads.emplace_back([&, t] { results[t] = strataCommDestroy(comm); });
+    for (auto& t : threads) t.join();
+    int ok = 0;
+    for (strataResult_t r : results) {
+      if (r == strataSuccess) ++ok;
+      else EXPECT_EQ(r, strataInvalidUsage);
+    }
+    EXPECT_EQ(ok, 1) << "round " << round;
+  }
 }
 
 TEST(CApi, GroupsAndAsyncWork) {

@@ -666,6 +666,10 @@ def main():
     except Exception:
         traceback.print_exc()
         rc = 1
+    if rc == 0:
+        # What interpreter teardown would have done: destroy the communicators a worker left open, so the
+        # bootstrap root (in rank 0's process) hears goodbyes, not a crash, when this process ends below.
+        strata._comm._destroy_live_communicators()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(rc)  # skip interpreter teardown: a failed rank must not wait on peers at exit
