@@ -10,6 +10,7 @@ namespace strata {
 PlanRunner::PlanRunner(const Plan& plan, std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op,
                        size_t pieceBytes, std::function<Connection*(int)> connFor)
     : plan_(plan),
+      buffers_(buffers),
       dtype_(dtype),
       elemSize_(dtypeSize(dtype)),
       op_(op),
@@ -18,14 +19,6 @@ PlanRunner::PlanRunner(const Plan& plan, std::span<void* const> buffers, strataD
       nConns_(static_cast<size_t>(std::max(plan.nranks, 0))),
       nLanes_(plan.lanes.size()),
       lanesLeft_(plan.lanes.size()) {
-  nBufs_ = buffers.size();
-  if (nBufs_ <= kInlineBuffers) {
-    std::copy(buffers.begin(), buffers.end(), bufInline_.begin());
-    bufs_ = bufInline_.data();
-  } else {
-    bufHeap_.assign(buffers.begin(), buffers.end());
-    bufs_ = bufHeap_.data();
-  }
   if (nConns_ <= kInlinePeers) {
     conns_ = connInline_.data();
     std::fill_n(conns_, nConns_, nullptr);
@@ -52,7 +45,7 @@ Connection* PlanRunner::conn(int peer) {
 }
 
 char* PlanRunner::addr(const Region& r, size_t at) const {
-  void* base = static_cast<size_t>(r.buf) < nBufs_ ? bufs_[static_cast<size_t>(r.buf)] : nullptr;
+  void* base = static_cast<size_t>(r.buf) < buffers_.size() ? buffers_[static_cast<size_t>(r.buf)] : nullptr;
   if (!base) throw InternalError(strprintf("plan touches buffer %d, which was not provided", r.buf));
   return static_cast<char*>(base) + (r.offset + at) * elemSize_;
 }

@@ -31,7 +31,8 @@ class Waitable {
 
 class PlanRunner : public Waitable {
  public:
-  /// `buffers[i]` is the base of plan buffer i (nullptr allowed where the plan never touches it);
+  /// `buffers[i]` is the base of plan buffer i (nullptr allowed where the plan never touches it); the list,
+  /// like the plan, must outlive the runner;
   /// `connFor(peer)` returns the connection to that peer (called lazily, at most once per peer).
   PlanRunner(const Plan& plan, std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op,
              size_t pieceBytes, std::function<Connection*(int)> connFor);
@@ -59,6 +60,7 @@ class PlanRunner : public Waitable {
   Connection* conn(int peer);
 
   const Plan& plan_;
+  std::span<void* const> buffers_;
   strataDataType_t dtype_;
   size_t elemSize_;
   ReduceKind op_;
@@ -66,11 +68,7 @@ class PlanRunner : public Waitable {
   std::function<Connection*(int)> connFor_;
   // Per-peer connection cache and per-lane state. Small plans (every small-message call) keep them inline:
   // a small all-reduce costs a few hundred nanoseconds in all, and two heap allocations are a visible part.
-  static constexpr size_t kInlinePeers = 16, kInlineLanes = 8, kInlineBuffers = 8;
-  std::array<void*, kInlineBuffers> bufInline_;  // the first nBufs_ are set in the constructor
-  std::vector<void*> bufHeap_;
-  void* const* bufs_;
-  size_t nBufs_;
+  static constexpr size_t kInlinePeers = 16, kInlineLanes = 8;
   std::array<Connection*, kInlinePeers> connInline_;  // the first nConns_ are set in the constructor
   std::vector<Connection*> connHeap_;
   Connection** conns_;
