@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernels/reduce.h"
+#include "util/json_escape.h"
 
 namespace strata {
 
@@ -34,22 +35,6 @@ double usSince(Clock::time_point base, Clock::time_point t) {
   return std::chrono::duration<double, std::micro>(t - base).count();
 }
 
-std::string jsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 /// float32 -> bfloat16, round to nearest even, NaN kept quiet: the same result as floatToBf16 in
 /// kernels/reduce.h, written branch-free so the conversion loops vectorize.
@@ -472,8 +457,8 @@ struct OverlapScheduler::Impl {
                   rank, rank, rank, rank);
     out += buf;
     for (const auto& e : trace) {
-      std::snprintf(buf, sizeof buf, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
-                    jsonEscape(e.name).c_str(), wallEpochUs + usSince(epoch, e.begin), usSince(e.begin, e.end),
+      std::snprintf(buf, sizeof buf, ",\n{\"name\":%s,\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
+                    jsonString(e.name).c_str(), wallEpochUs + usSince(epoch, e.begin), usSince(e.begin, e.end),
                     rank, e.tid);
       out += buf;
     }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "util/error.h"
+#include "util/json_escape.h"
 
 namespace strata::json {
 namespace {
@@ -248,34 +249,7 @@ class Parser {
 
 bool isScalar(const Value& v) { return v.type != Type::kArray && v.type != Type::kObject; }
 
-void writeString(std::string& out, const std::string& s) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20)
-          out += strprintf("\\u%04x", static_cast<unsigned>(c));
-        else
-          out += c;
-    }
-  }
-  out += '"';
-}
+void writeString(std::string& out, const std::string& s) { appendJsonString(out, s); }
 
 void writeNumber(std::string& out, double d) {
   if (!std::isfinite(d)) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "util/json_escape.h"
+
 namespace strata::perf {
 namespace {
 
@@ -19,34 +21,6 @@ std::string formatTime(double us) {
   return buf;
 }
 
-std::string jsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string jsonNumber(double v) {
   if (!std::isfinite(v)) return "null";
