@@ -20,6 +20,7 @@ enum class CollKind : uint8_t {
   kRecv,
   kBarrier,
 };
+inline constexpr int kNumCollKinds = static_cast<int>(CollKind::kBarrier) + 1;
 const char* collName(CollKind k);  // "allreduce", "reducescatter", ...
 
 /// Everything a generator needs. Counts follow NCCL's argument of the same collective:

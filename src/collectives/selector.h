@@ -1,45 +1,44 @@
-// The algorithm selector: an alpha-beta cost model of every algorithm of a collective over the link
-// classes of the topology, evaluated per call size. Pure functions of their inputs, so every rank of a
-// communicator (same inputs) makes the same choice, and tools can ask what the selector would do for a
-// topology file without running anything.
+// The Selector: which algorithm a collective runs. STRATA_ALGO forces one per collective; otherwise the cost
+// model (cost_model.h) picks the fastest for the call's size, and the decision is cached per (collective,
+// bytes). Every rank of a communicator holds one built from the same inputs, so all choose alike.
 #pragma once
 
 #include <cstddef>
+#include <map>
+#include <mutex>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "collectives/algorithms.h"
-#include "topology/topology.h"
+#include "collectives/cost_model.h"
 
 namespace strata {
 
-/// What the cost model knows about a communicator.
-struct TuningInputs {
-  int nranks = 1;
-  std::vector<int> hostOf;  // host index of every rank (0..H-1); empty: one host
-  LinkFigures intra{0.6, 8.0};   // rank to rank on one host (shm, or NVLink between GPUs)
-  LinkFigures inter{15.0, 1.25};  // one flow between hosts (one NIC, or TCP)
-  int nicsPerHost = 1;           // flows between hosts that run at full speed at once, per host
-  double reduceGBps = 20;        // local reduction throughput (output bytes per second)
-  double copyGBps = 20;          // local copy throughput
-  double messageUs = 0.3;        // fixed cost of one message besides link latency (executor, FIFO)
-  size_t chunkBytes = 512 * 1024;  // pipeline chunk of the ring-like plans
+class Selector {
+ public:
+  /// `forced`: STRATA_ALGO's collective -> algorithm map. Throws InvalidArgument naming a collective that
+  /// does not exist (a misspelt one would otherwise be ignored silently); algorithm names are checked when
+  /// that collective is first chosen for.
+  Selector(std::map<std::string, std::string> forced, TuningInputs tuning, int rank);
+  /// The constructor's check of `forced`, for callers that want it before any communication.
+  static void checkForced(const std::map<std::string, std::string>& forced);
+
+  /// The algorithm for a call of `kind` whose full buffer (nccl-tests' "size") is `bytes`, with the model's
+  /// predicted time (0 where it has none). Throws InvalidArgument for a forced algorithm `kind` lacks.
+  Prediction choose(CollKind kind, size_t bytes) const;
+  /// The model's predicted time of `algorithm` for that call (0 if it has none).
+  double predictedUs(CollKind kind, size_t bytes, const std::string& algorithm) const;
+
+  const TuningInputs& tuning() const { return tuning_; }
+  /// Replaces the link figures (STRATA_TUNE=probe measures them after construction); drops cached decisions.
+  void setLinks(const LinkFigures& intra, const LinkFigures& inter);
+
+ private:
+  std::map<std::string, std::string> forced_;
+  TuningInputs tuning_;
+  int rank_ = 0;
+  mutable std::mutex mutex_;
+  mutable std::map<std::pair<int, size_t>, Prediction> decisions_;  // (collective, bytes) -> choice
 };
-
-/// Inputs for a communicator with this topology and these settings.
-TuningInputs tuningInputs(const Topology& topo, size_t chunkBytes);
-
-struct Prediction {
-  std::string algorithm;
-  double us = 0;  // predicted time of one call
-};
-
-/// Predicted time of every algorithm of `kind` for a call whose full buffer (nccl-tests' "size": the
-/// all-reduce buffer, the reduce-scatter input, the all-gather output) is `bytes` long, fastest first.
-/// Algorithms that make no sense for the layout (hierarchical on one host) are left out.
-std::vector<Prediction> predictAll(CollKind kind, size_t bytes, const TuningInputs& in);
-
-/// The fastest prediction (the collective's default algorithm when the model has nothing to compare).
-Prediction selectAlgorithm(CollKind kind, size_t bytes, const TuningInputs& in);
 
 }  // namespace strata

@@ -103,50 +103,12 @@ void CommImpl::validate(const CollCall& c) const {
   }
 }
 
-Prediction CommImpl::chooseAlgorithm(const CollCall& c) const {
-  if (!config_.algo.empty()) {
-    const std::string coll = collName(c.kind);
-    auto forced = config_.algo.find(coll);
-    if (forced != config_.algo.end()) {
-      const auto names = algorithmsFor(c.kind);
-      if (std::find(names.begin(), names.end(), forced->second) == names.end()) {
-        std::string list;
-        for (auto& n : names) list += (list.empty() ? "" : ", ") + n;
-        throw InvalidArgument(strprintf("STRATA_ALGO: %s has no algorithm '%s' (available: %s)", coll.c_str(),
-                                        forced->second.c_str(), list.c_str()));
-      }
-      return Prediction{forced->second, predictedUs(c, forced->second)};
-    }
-  }
-  if (nranks_ == 1) return Prediction{defaultAlgo_[static_cast<int>(c.kind)], 0};
-  if (c.kind != CollKind::kAllReduce && c.kind != CollKind::kReduceScatter && c.kind != CollKind::kAllGather)
-    return Prediction{defaultAlgo_[static_cast<int>(c.kind)], 0};
-  const size_t bytes = callBytes(c);
-  std::lock_guard<std::mutex> lk(decisionMutex_);
-  const auto key = std::make_pair(static_cast<int>(c.kind), bytes);
-  auto it = decisions_.find(key);
-  if (it != decisions_.end()) return it->second;
-  const std::vector<Prediction> all = predictAll(c.kind, bytes, tuning_);
-  if (logEnabled(LogLevel::kInfo, kLogTuning)) {
-    std::string alternatives;
-    for (const Prediction& p : all) alternatives += strprintf(" %s=%.1fus", p.algorithm.c_str(), p.us);
-    STRATA_INFO(kLogTuning, "rank %d: %s of %zu bytes on %d rank(s): %s, predicted %.1f us (model:%s)", rank_,
-                collName(c.kind), bytes, nranks_, all.front().algorithm.c_str(), all.front().us, alternatives.c_str());
-  }
-  if (decisions_.size() > 4096) decisions_.clear();
-  return decisions_.emplace(key, all.front()).first->second;
-}
+Prediction CommImpl::chooseAlgorithm(const CollCall& c) const { return selector_->choose(c.kind, callBytes(c)); }
 
 size_t CommImpl::callBytes(const CollCall& c) const {
   const size_t bytes = c.count * dtypeSize(c.dtype);
   const bool perRank = c.kind == CollKind::kReduceScatter || c.kind == CollKind::kAllGather || c.kind == CollKind::kAllToAll;
   return perRank ? bytes * static_cast<size_t>(nranks_) : bytes;
-}
-
-double CommImpl::predictedUs(const CollCall& c, const std::string& algorithm) const {
-  for (const Prediction& p : predictAll(c.kind, callBytes(c), tuning_))
-    if (p.algorithm == algorithm) return p.us;
-  return 0;
 }
 
 void CommImpl::executeCollective(const CollCall& call) {

@@ -98,18 +98,7 @@ CommImpl::CommImpl(const Config& config, std::shared_ptr<Bootstrap> bootstrap)
 }
 
 std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr<Bootstrap> bootstrap) {
-  // A misspelt collective in STRATA_ALGO would otherwise be ignored silently.
-  for (const auto& [coll, algo] : config.algo) {
-    std::string known;
-    bool found = false;
-    for (CollKind k : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather, CollKind::kBroadcast,
-                       CollKind::kReduce, CollKind::kAllToAll, CollKind::kSend, CollKind::kRecv, CollKind::kBarrier}) {
-      found |= coll == collName(k);
-      known += std::string(known.empty() ? "" : ", ") + collName(k);
-    }
-    if (!found)
-      throw InvalidArgument("STRATA_ALGO names unknown collective '" + coll + "' (known: " + known + ")");
-  }
+  Selector::checkForced(config.algo);  // before any communication, so a misspelt name fails at once
   std::shared_ptr<CommImpl> comm(new CommImpl(config, std::move(bootstrap)));
   std::string me = hostIdentity(config);
   auto all = comm->bootstrap_->allGather(me.data(), me.size());
@@ -143,11 +132,10 @@ std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr
   comm->oversubscribed_ = localRanks > ncpu;
   STRATA_INFO(kLogInit, "rank %d: %d rank(s) on this host share %d CPU(s)%s", comm->rank_, localRanks, ncpu,
               comm->oversubscribed_ ? ": oversubscribed, waits yield at once" : "");
-  comm->tuning_ = tuningInputs(comm->topology_, comm->chunkBytes());
+  comm->selector_ = std::make_unique<Selector>(config.algo, tuningInputs(comm->topology_, comm->chunkBytes()),
+                                               comm->rank_);
   if (logEnabled(LogLevel::kInfo, kLogInit) && comm->rank_ == 0)
     STRATA_INFO(kLogInit, "topology:\n%s", comm->topology_.toText().c_str());
-  for (int k = 0; k <= static_cast<int>(CollKind::kBarrier); ++k)
-    comm->defaultAlgo_[k] = algorithmsFor(static_cast<CollKind>(k)).front();
   std::weak_ptr<CommImpl> weak = comm;
   comm->bootstrap_->setFailureHandler([weak](const std::string& reason) {
     if (auto c = weak.lock()) {
@@ -203,8 +191,9 @@ void CommImpl::probeLinks() {
     out[0] = small;
     out[1] = static_cast<double>(big) / std::max(large - small, 1e-3) / 1e3;
   };
-  double figures[4] = {tuning_.intra.latencyUs, tuning_.intra.bandwidthGBps, tuning_.inter.latencyUs,
-                       tuning_.inter.bandwidthGBps};
+  const TuningInputs& tuning = selector_->tuning();
+  double figures[4] = {tuning.intra.latencyUs, tuning.intra.bandwidthGBps, tuning.inter.latencyUs,
+                       tuning.inter.bandwidthGBps};
   if (host0.size() > 1) measure(host0[0], host0[1], 4 << 20, figures);
   if (t.nhosts() > 1) {
     const int other = t.ranksOfHost(1)[0];
@@ -212,8 +201,7 @@ void CommImpl::probeLinks() {
   }
   const CollCall bcast{CollKind::kBroadcast, figures, figures, 4, strataFloat64, strataSum, root, -1};
   run(std::span<const CollCall>(&bcast, 1));
-  tuning_.intra = LinkFigures{figures[0], figures[1]};
-  tuning_.inter = LinkFigures{figures[2], figures[3]};
+  selector_->setLinks(LinkFigures{figures[0], figures[1]}, LinkFigures{figures[2], figures[3]});
   STRATA_INFO(kLogTuning, "rank %d: probed links: intra-host %.2f us %.2f GB/s, inter-host %.2f us %.3f GB/s", rank_,
               figures[0], figures[1], figures[2], figures[3]);
 }

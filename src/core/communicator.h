@@ -128,11 +128,8 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   /// The algorithm the selector would use (or STRATA_ALGO forces) for this call, with the cost model's
   /// predicted time (0 where the model has none).
   Prediction chooseAlgorithm(const CollCall& call) const;
-  /// The cost model's predicted time of `algorithm` for this call (0 if it has none).
-  double predictedUs(const CollCall& call, const std::string& algorithm) const;
   /// nccl-tests' "size" of the call: the all-reduce buffer, reduce-scatter input, all-gather output.
   size_t callBytes(const CollCall& call) const;
-  const TuningInputs& tuning() const { return tuning_; }
   const Topology& topology() const { return topology_; }
 
  private:
@@ -163,9 +160,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   std::vector<std::string> hostIds_;
   std::vector<int> hostIndex_;  // host of each rank, 0..H-1 in order of each host's lowest rank
   Topology topology_;           // identical on every rank
-  TuningInputs tuning_;         // what the selector's cost model knows about this communicator
-  mutable std::mutex decisionMutex_;
-  mutable std::map<std::pair<int, size_t>, Prediction> decisions_;  // (collective, bytes) -> choice
+  std::unique_ptr<Selector> selector_;  // set by create(), once the topology is known
   std::vector<std::unique_ptr<Connection>> conns_;  // index: peer
   struct PlanKey {
     int kind, root, peer, inPlace;
@@ -184,7 +179,6 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   std::vector<char> preScaled_;  // pre-multiplied inputs (Avg on floats, PreMulSum)
   bool oneHost_ = true;
   bool oversubscribed_ = false;  // more ranks on this host than CPUs this process may use
-  std::string defaultAlgo_[16];
   uint64_t seq_ = 0;  // collective sequence number, for error messages
 
   struct PreMulSum {

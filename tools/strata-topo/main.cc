@@ -13,7 +13,7 @@
 #include <algorithm>
 
 #include "bootstrap/bootstrap.h"
-#include "collectives/selector.h"
+#include "collectives/cost_model.h"
 #include "topology/host.h"
 #include "topology/topology.h"
 #include "util/config.h"

@@ -1,0 +1,47 @@
+// The cost model: an alpha-beta model of every algorithm of a collective over the link classes of the
+// topology, evaluated per call size. Pure functions of their inputs, so every rank of a communicator (same
+// inputs) makes the same choice, and tools can ask what the selector would do for a topology file without
+// running anything. The policy around it (STRATA_ALGO, the decision cache) is the Selector (selector.h).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "collectives/algorithms.h"
+#include "topology/topology.h"
+
+namespace strata {
+
+/// What the cost model knows about a communicator.
+struct TuningInputs {
+  int nranks = 1;
+  std::vector<int> hostOf;  // host index of every rank (0..H-1); empty: one host
+  LinkFigures intra{0.6, 8.0};   // rank to rank on one host (shm, or NVLink between GPUs)
+  LinkFigures inter{15.0, 1.25};  // one flow between hosts (one NIC, or TCP)
+  int nicsPerHost = 1;           // flows between hosts that run at full speed at once, per host
+  double reduceGBps = 20;        // local reduction throughput (output bytes per second)
+  double copyGBps = 20;          // local copy throughput
+  double messageUs = 0.3;        // fixed cost of one message besides link latency (executor, FIFO)
+  size_t chunkBytes = 512 * 1024;  // pipeline chunk of the ring-like plans
+};
+
+/// Inputs for a communicator with this topology and these settings.
+TuningInputs tuningInputs(const Topology& topo, size_t chunkBytes);
+
+struct Prediction {
+  std::string algorithm;
+  double us = 0;  // predicted time of one call
+};
+
+/// True for the collectives the model prices against each other; the others have one algorithm.
+inline bool modelCompares(CollKind kind) {
+  return kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter || kind == CollKind::kAllGather;
+}
+
+/// Predicted time of every algorithm of `kind` for a call whose full buffer (nccl-tests' "size": the
+/// all-reduce buffer, the reduce-scatter input, the all-gather output) is `bytes` long, fastest first.
+/// Algorithms that make no sense for the layout (hierarchical on one host) are left out.
+std::vector<Prediction> predictAll(CollKind kind, size_t bytes, const TuningInputs& in);
+
+}  // namespace strata
