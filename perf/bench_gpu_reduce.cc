@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/gpu_runtime.h"
+#include "kernels/cuda_loader.h"
 #include "util/error.h"
 
 namespace {

@@ -11,7 +11,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/communicator.h"
-#include "core/gpu_runtime.h"
+#include "kernels/cuda_loader.h"
 #include "kernels/reduce.h"
 #include "strata/strata.h"
 #include "util/error.h"
@@ -172,16 +172,15 @@ strataResult_t issue(strataComm* comm, CollCall call, strataStream_t stream) {
     return record(nullptr, strataInvalidUsage, "invalid communicator (NULL, destroyed, or never initialised)");
   return guarded(comm, [&] {
     classify(call, stream);
+    // The one validation of the call: a group member's error belongs to it, not to strataGroupEnd, and device
+    // work, which completes later on the stream, reports bad arguments now.
+    comm->impl->validate(call);
     if (tGroup.depth > 0) {
-      comm->impl->validate(call);  // now, so the error belongs to this call and not to strataGroupEnd
       tGroup.calls.emplace_back(comm->impl, call);
-      return;
-    }
-    if (call.device) {
-      comm->impl->validate(call);  // device work completes later, on the stream: argument errors come back now
+    } else if (call.device) {
       comm->impl->runDevice(std::span<const CollCall>(&call, 1));
     } else {
-      comm->impl->run(std::span<const CollCall>(&call, 1));  // validates as it executes
+      comm->impl->run(std::span<const CollCall>(&call, 1));
     }
   });
 }
@@ -361,7 +360,7 @@ strataResult_t strataRedOpCreatePreMulSum(strataRedOp_t* op, void* scalar, strat
                   "strataRedOpCreatePreMulSum: only strataScalarHostImmediate is supported for host buffers");
   return guarded(comm, [&] {
     const double s = loadAsDouble(scalar, 0, datatype);
-    *op = comm->impl->createPreMulSum(s, datatype);
+    *op = comm->impl->createPreMulSum(s);
   });
 }
 

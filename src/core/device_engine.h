@@ -21,16 +21,15 @@
 #include <string>
 #include <vector>
 
+#include "core/call.h"
+#include "core/host_side.h"
 #include "kernels/cuda/cuda_api.h"
 
 namespace strata {
 
-class CommImpl;
-struct CollCall;
-
 class DeviceEngine {
  public:
-  DeviceEngine(CommImpl& comm, CudaApi& api);
+  DeviceEngine(HostSide& host, CudaApi& api);
   /// Waits (up to the communicator's deadline) until the GPU is done with the engine's memory, then frees it.
   ~DeviceEngine();
   DeviceEngine(const DeviceEngine&) = delete;
@@ -40,17 +39,33 @@ class DeviceEngine {
   /// throw; errors of the collective itself become the communicator's asynchronous error.
   void enqueue(std::span<const CollCall> calls, void* stream);
 
-  /// Called by CommImpl::destroy while the communicator still works: waits until the GPU has finished this
+  /// Called by the communicator's destroy while the communicator still works: waits until the GPU has finished this
   /// communicator's work, then, if CUDA IPC buffers are shared, a host barrier: after it no peer reads this
   /// rank's buffers, so they can be freed. Without it (abort, a failed peer) the destructor leaks them rather
   /// than free memory a peer's kernel may still read. This makes destroy collective once the IPC path was used.
   void quiesce();
 
-  /// Which path a call would take ("direct-oneshot", "direct-twoshot", "staged"); for tools and tests.
-  std::string pathFor(const CollCall& call) const;
-
  private:
-  struct Slot;
+  // A staging slot: pinned host memory for one group's buffers plus the flag its stream waits on.
+  struct Slot {
+    CudaApi* api = nullptr;
+    void* host = nullptr;  // staging memory (pinned, mapped)
+    void* hostDev = nullptr;
+    size_t capacity = 0;
+    uint32_t* flag = nullptr;  // host address of the flag the stream waits on
+    void* flagDev = nullptr;   // its device address
+    void* flagHost = nullptr;  // the allocation holding the flag
+    void* done = nullptr;      // event after the slot's last copy back
+    uint32_t epoch = 0;        // uses so far; the stream waits for flag >= epoch
+    // Set by the stream (host function) once the inputs are in host memory; read by the worker.
+    std::mutex mutex;
+    std::condition_variable cv;
+    uint32_t arrived = 0;    // parts of the current use whose inputs are in host memory
+    bool abandoned = false;  // the stream work could not be enqueued; the worker fails the calls
+    bool hostDone = true;    // the worker has finished with the slot (flag raised)
+    /// The stream's host function after a part's inputs reached host memory.
+    static void inputsArrived(void* arg);
+  };
   enum class Direct { kNone, kOneShot, kTwoShot };
   Direct directKind(const CollCall& call) const;
   void enqueueDirect(const CollCall& call, Direct kind, void* stream);
@@ -61,7 +76,7 @@ class DeviceEngine {
   void joinChain(void* stream);
   void check(int err, const char* what) const;
 
-  CommImpl& comm_;
+  HostSide& host_;
   CudaApi& api_;
   std::mutex mutex_;  // one enqueue at a time per communicator
 

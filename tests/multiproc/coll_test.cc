@@ -22,7 +22,7 @@
 #ifdef STRATA_TEST_CUDA
 #include <cuda_runtime.h>
 
-#include "core/gpu_runtime.h"
+#include "kernels/cuda_loader.h"
 #endif
 
 using strata::loadAsDouble;

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/gpu_runtime.h"
+#include "kernels/cuda_loader.h"
 #include "kernels/reduce.h"
 #include "strata/strata.h"
 

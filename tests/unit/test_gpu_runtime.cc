@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/gpu_runtime.h"
+#include "kernels/cuda_loader.h"
 #include "strata/strata.h"
 #include "test_util.h"
 #include "util/error.h"

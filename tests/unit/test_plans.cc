@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "collectives/algorithms.h"
-#include "collectives/interpreter.h"
+#include "collectives/p2p_group.h"
+#include "core/interpreter.h"
 #include "collectives/plan.h"
 #include "kernels/reduce.h"
 #include "util/error.h"
@@ -721,19 +722,8 @@ TEST(PlanDeterminism, AllReduceBitwiseEqualOnEveryRank) {
 
 // ---- send / recv ---------------------------------------------------------------------------------------
 
-// Appends the lanes of the group's second member, its buffers shifted by kBuffersPerColl (as groups do).
-void appendToGroup(Plan& group, const Plan& part) {
-  for (std::vector<Op> lane : part.lanes) {
-    for (Op& op : lane) {
-      op.src.buf += kBuffersPerColl;
-      op.dst.buf += kBuffersPerColl;
-    }
-    group.lanes.push_back(std::move(lane));
-  }
-}
-
-// Rank r sends to r+k and receives from r-k in one group: buffers 0..2 belong to the send, 3..5 to the
-// receive (plans of later group members are shifted by 3 buffers per member).
+// Rank r sends to r+k and receives from r-k in one group, planned by the builder the executor uses: buffers
+// 0..2 belong to the send, 3..5 to the receive (kBuffersPerColl per call).
 TEST(PlanP2P, ShiftExchangeAsGroup) {
   for (int n = 2; n <= 9; ++n) {
     for (int k = 1; k < n; k += 2) {
@@ -743,21 +733,10 @@ TEST(PlanP2P, ShiftExchangeAsGroup) {
         std::vector<std::vector<int32_t>> send(static_cast<size_t>(n)), recv(static_cast<size_t>(n));
         std::vector<std::vector<void*>> buffers;
         for (int r = 0; r < n; ++r) {
-          CollArgs args;
-          args.nranks = n;
-          args.rank = r;
-          args.count = count;
-          args.chunkElems = chunkElemsFor(kTiny, 4);
-          args.kind = CollKind::kSend;
-          args.peer = (r + k) % n;
-          Plan group = makePlan(args, "p2p");
-          args.kind = CollKind::kRecv;
-          args.peer = (r - k + n) % n;
-          const Plan recvPlan = makePlan(args, "p2p");
-          EXPECT_NO_THROW(validatePlan(group));
-          EXPECT_NO_THROW(validatePlan(recvPlan));
-          appendToGroup(group, recvPlan);
+          const P2PCall calls[] = {{true, (r + k) % n, count}, {false, (r - k + n) % n, count}};
+          Plan group = p2pGroupPlan(r, n, calls, sizeof(int32_t));
           EXPECT_NO_THROW(validatePlan(group)) << group.toString();
+          EXPECT_EQ(group.lanes.size(), count ? 2u : 0u) << "one lane per (peer, direction)";
           plans.push_back(group);
           const size_t ur = static_cast<size_t>(r);
           send[ur].resize(count);
@@ -772,6 +751,78 @@ TEST(PlanP2P, ShiftExchangeAsGroup) {
       }
     }
   }
+}
+
+// The single-call "p2p" plans of the algorithm table come from the same builder.
+TEST(PlanP2P, SingleCallPlansAreOneMemberGroups) {
+  CollArgs args;
+  args.nranks = 4;
+  args.rank = 1;
+  args.count = 100;
+  args.kind = CollKind::kSend;
+  args.peer = 3;
+  const P2PCall send{true, 3, 100};
+  EXPECT_EQ(makePlan(args, "p2p").toString(), p2pGroupPlan(1, 4, std::span<const P2PCall>(&send, 1), 4).toString());
+  args.kind = CollKind::kRecv;
+  args.peer = 0;
+  const P2PCall recv{false, 0, 100};
+  EXPECT_EQ(makePlan(args, "p2p").toString(), p2pGroupPlan(1, 4, std::span<const P2PCall>(&recv, 1), 4).toString());
+}
+
+// Several sends and receives to the same peers keep issue order on one lane per (peer, direction); sends to
+// self pair with receives from self in issue order and become copies; empty calls vanish.
+TEST(PlanP2P, GroupLanesAndSelfCopies) {
+  const int n = 3;
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE(strprintf("rank %d", r));
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    const P2PCall calls[] = {{true, next, 5}, {true, r, 4},   {false, prev, 5}, {true, next, 6},
+                             {false, r, 4},   {false, prev, 6}, {true, next, 0}, {true, r, 2},
+                             {false, r, 2}};
+    const Plan plan = p2pGroupPlan(r, n, calls, 8);
+    ASSERT_NO_THROW(validatePlan(plan));
+    ASSERT_EQ(plan.lanes.size(), 3u) << plan.toString();
+    // Sends to next: calls 0 and 3, in order; receives from prev: calls 2 and 5; then the self copies.
+    ASSERT_EQ(plan.lanes[0].size(), 2u);
+    EXPECT_EQ(plan.lanes[0][0].src.buf, 0 * kBuffersPerColl + kBufSend);
+    EXPECT_EQ(plan.lanes[0][1].src.buf, 3 * kBuffersPerColl + kBufSend);
+    ASSERT_EQ(plan.lanes[1].size(), 2u);
+    EXPECT_EQ(plan.lanes[1][0].dst.buf, 2 * kBuffersPerColl + kBufRecv);
+    EXPECT_EQ(plan.lanes[1][1].dst.buf, 5 * kBuffersPerColl + kBufRecv);
+    ASSERT_EQ(plan.lanes[2].size(), 2u);
+    EXPECT_EQ(plan.lanes[2][0].kind, OpKind::kCopy);
+    EXPECT_EQ(plan.lanes[2][0].src.buf, 1 * kBuffersPerColl + kBufSend);
+    EXPECT_EQ(plan.lanes[2][0].dst.buf, 4 * kBuffersPerColl + kBufRecv);
+    EXPECT_EQ(plan.lanes[2][1].src.buf, 7 * kBuffersPerColl + kBufSend);
+    EXPECT_EQ(plan.lanes[2][1].dst.buf, 8 * kBuffersPerColl + kBufRecv);
+  }
+}
+
+TEST(PlanP2P, UnpairedSelfCallsAndBadPeersAreRefused) {
+  const P2PCall unpaired[] = {{true, 0, 4}};
+  EXPECT_THROW(
+      {
+        try {
+          p2pGroupPlan(0, 2, unpaired, 4);
+        } catch (const InvalidUsage& e) {
+          EXPECT_STREQ(e.what(), "rank 0: 1 send(s) to self but 0 recv(s) from self in one group");
+          throw;
+        }
+      },
+      InvalidUsage);
+  const P2PCall mismatched[] = {{true, 1, 4}, {false, 1, 3}};
+  EXPECT_THROW(
+      {
+        try {
+          p2pGroupPlan(1, 2, mismatched, 4);
+        } catch (const InvalidUsage& e) {
+          EXPECT_STREQ(e.what(), "rank 1: send to self of 16 bytes matched with recv from self of 12 bytes");
+          throw;
+        }
+      },
+      InvalidUsage);
+  const P2PCall badPeer[] = {{false, 2, 4}};
+  EXPECT_THROW(p2pGroupPlan(0, 2, badPeer, 4), InvalidArgument);
 }
 
 // ---- the interpreter catches deadlocks; validatePlan catches broken structure ---------------------------

@@ -1,7 +1,7 @@
 // The CUDA side of Strata as seen from plain C++: a virtual interface implemented in libstrata_cuda.so.
 //
 // libstrata.so never links CUDA. The first time a call involves a device buffer or a CUDA stream it dlopens
-// libstrata_cuda.so (src/core/gpu_runtime.cc) and asks it for a CudaApi. That library links the CUDA runtime
+// libstrata_cuda.so (src/kernels/cuda_loader.cc) and asks it for a CudaApi. That library links the CUDA runtime
 // statically (cudart_static), which itself loads the driver (libcuda.so.1) only when initialised, so:
 //   - a machine without a GPU or driver runs every host path and never loads CUDA at all;
 //   - one build of libstrata.so runs on machines with and without GPUs;

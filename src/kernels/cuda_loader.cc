@@ -1,4 +1,4 @@
-#include "core/gpu_runtime.h"
+#include "kernels/cuda_loader.h"
 
 #include <dlfcn.h>
 #include <link.h>

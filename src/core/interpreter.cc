@@ -1,4 +1,4 @@
-#include "collectives/interpreter.h"
+#include "core/interpreter.h"
 
 #include <deque>
 #include <memory>

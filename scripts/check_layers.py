@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Holds the tree to the layers of DESIGN.md ("Layers"): fails on an #include across a forbidden arrow, and on
+a circle of files (a module, foo.h with foo.cc, that reaches itself through includes) anywhere in src/.
+
+usage: scripts/check_layers.py [--root DIR]   (DIR: the repository root; default: this script's parent's parent)
+Prints one line per violation, naming the file, the line, the include and the rule, and exits 1; exits 0 when
+the tree is clean. Run by `make test` (ctest layer_check).
+"""
+import argparse
+import os
+import re
+import sys
+
+# Quoted includes only: <...> are system and third-party headers. "strata/..." is the public API (include/),
+# open to everyone. A bare name ("report.h") is a file of the including file's own folder.
+PUBLIC = ("strata/",)
+
+# Header-only, dependency-free helpers that the layers limited to the public API may use as well: they have no
+# symbols, so nothing of libstrata's internals is linked through them.
+HEADER_HELPERS = ("util/json_escape.h", "util/dtype_codec.h")
+
+# Which folders of src/ each layer may include, lowest layer first (the arrows of DESIGN.md).
+SRC_LAYERS = {
+    "util": ("util/",),
+    "kernels": ("kernels/", "util/"),
+    "bootstrap": ("bootstrap/", "util/"),
+    "topology": ("topology/", "bootstrap/", "util/"),
+    "transport": ("transport/", "bootstrap/", "util/"),
+    "collectives": ("collectives/", "topology/", "kernels/", "util/"),
+    "core": ("core/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/", "util/"),
+    "overlap": HEADER_HELPERS,
+}
+
+# Everything outside src/ that ships or measures uses the public API only, except these files, each for the
+# reason DESIGN.md gives.
+OUTSIDE = ("tools", "perf", "trainer", "bindings", "examples")
+EXCEPTIONS = {
+    # strata-topo prints what discovery, the topology files and the cost model make of a machine: it is a window
+    # on those internals, linked statically.
+    "tools/strata-topo/main.cc": ("bootstrap/", "topology/", "collectives/cost_model.h", "util/config.h",
+                                  "util/error.h"),
+    # Kernel micro-benchmarks time the internal kernels and the CUDA loader directly.
+    "perf/bench_reduce.cc": ("kernels/", "util/"),
+    "perf/bench_gpu_reduce.cc": ("kernels/", "util/"),
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SOURCE_EXT = (".h", ".hpp", ".cc", ".cpp", ".c", ".cu", ".cuh")
+
+
+def source_files(root, top):
+    base = os.path.join(root, top)
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("build", "__pycache__") and not d.startswith("build-"))
+        for f in sorted(filenames):
+            if f.endswith(SOURCE_EXT):
+                yield os.path.relpath(os.path.join(dirpath, f), root)
+
+
+def includes(root, path):
+    with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            m = INCLUDE.match(line)
+            if m:
+                yield n, m.group(1)
+
+
+def allowed_for(path):
+    """(allowed prefixes or files, rule text) for a file, or None when anything goes (tests)."""
+    parts = path.split(os.sep)
+    if parts[0] == "src" and len(parts) > 2:
+        layer = parts[1]
+        if layer not in SRC_LAYERS:
+            return (), "src/%s is not a layer of DESIGN.md" % layer
+        allowed = SRC_LAYERS[layer]
+        return allowed, "%s may include only %s" % (layer, ", ".join(allowed + PUBLIC))
+    if parts[0] in OUTSIDE:
+        extra = EXCEPTIONS.get("/".join(parts), ())
+        allowed = HEADER_HELPERS + extra
+        return allowed, "%s may include only the public API (strata/) and %s" % (
+            parts[0], ", ".join(allowed))
+    return None
+
+
+def check_arrows(root, files):
+    bad = []
+    for path in files:
+        rule = allowed_for(path)
+        if rule is None:
+            continue
+        allowed, text = rule
+        for n, inc in includes(root, path):
+            if inc.startswith(PUBLIC) or "/" not in inc:
+                continue
+            if any(inc == a or (a.endswith("/") and inc.startswith(a)) for a in allowed):
+                continue
+            bad.append("%s:%d: includes \"%s\": %s (DESIGN.md, Layers)" % (path, n, inc, text))
+    return bad
+
+
+def check_circles(root, files):
+    """A module is a file without its extension (foo.h + foo.cc); an edge is an include of another module."""
+    src = [p for p in files if p.startswith("src" + os.sep)]
+    module_of = {}
+    for p in src:
+        rel = os.path.relpath(p, "src")
+        module_of[rel] = os.path.splitext(rel)[0]
+    edges = {m: set() for m in module_of.values()}
+    where = {}
+    for p in src:
+        me = module_of[os.path.relpath(p, "src")]
+        for n, inc in includes(root, p):
+            target = inc if "/" in inc else os.path.join(os.path.dirname(os.path.relpath(p, "src")), inc)
+            other = module_of.get(os.path.normpath(target))
+            if other and other != me:
+                edges[me].add(other)
+                where.setdefault((me, other), "%s:%d" % (p, n))
+    # Tarjan's strongly connected components: any component of more than one module is a circle.
+    index, low, stack, on, comps = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    bad = []
+    for comp in comps:
+        members = set(comp)
+        links = ["%s -> %s (%s)" % (a, b, where[(a, b)]) for a in comp for b in sorted(edges[a]) if b in members]
+        bad.append("circle of files in src/: %s: %s" % (", ".join(comp), "; ".join(links)))
+    return bad
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args = parser.parse_args()
+    root = os.path.abspath(args.root)
+    files = []
+    for top in ("src",) + OUTSIDE:
+        if os.path.isdir(os.path.join(root, top)):
+            files.extend(source_files(root, top))
+    bad = check_arrows(root, files) + check_circles(root, files)
+    for line in bad:
+        print(line)
+    if bad:
+        print("check_layers: %d violation(s) in %d files checked" % (len(bad), len(files)))
+        return 1
+    print("check_layers: %d files, no forbidden include, no circle of files" % len(files))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

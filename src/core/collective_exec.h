@@ -1,0 +1,70 @@
+// The host executor of a communicator: turns validated calls into plans (built once per call shape, cached) and
+// runs them over the connection table. Everything a call needs between "it is this rank's turn" (work_queue.h)
+// and "bytes move" (plan_runner.h, the transports) happens here: the reduction op's pre-scaling and division,
+// the in-place rule, the plan cache, the scratch and staging buffers, and the flush after the plan.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "collectives/plan.h"
+#include "collectives/selector.h"
+#include "core/call.h"
+#include "core/connections.h"
+#include "core/progress.h"
+#include "core/red_ops.h"
+
+namespace strata {
+
+class CollectiveExecutor {
+ public:
+  /// `hostOf`: host index of every rank (for hierarchical plans). `chunkBytes`: the pipeline chunk of plans.
+  CollectiveExecutor(int rank, int nranks, std::vector<int> hostOf, size_t pieceBytes, size_t chunkBytes,
+                     const Selector& selector, const RedOpTable& ops, ConnectionTable& conns, Progress& progress);
+
+  /// Runs one group of validated calls (one call for a blocking collective): each collective in turn, then
+  /// every send and receive of the group as one plan.
+  void execute(std::span<const CollCall> calls);
+
+ private:
+  void runCollective(const CollCall& call);
+  void runP2P(std::span<const CollCall> calls);
+  void runPlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers, strataDataType_t dtype,
+               ReduceKind op, const OpLabel& what);
+  size_t chunkElems(strataDataType_t dtype) const { return std::max<size_t>(1, chunkBytes_ / dtypeSize(dtype)); }
+
+  const int rank_;
+  const int nranks_;
+  const std::vector<int> hostOf_;
+  const size_t pieceBytes_;
+  const size_t chunkBytes_;
+  const Selector& selector_;
+  const RedOpTable& ops_;
+  ConnectionTable& conns_;
+  Progress& progress_;
+  uint64_t seq_ = 0;  // calls executed so far, for error messages
+
+  // Plans by call shape. The algorithm is a function of the key (the settings are fixed per communicator), so
+  // the selector runs only when a plan is built.
+  struct PlanKey {
+    int kind, root, peer, inPlace;
+    size_t count, chunkElems;
+    int elemSize;
+    auto operator<=>(const PlanKey&) const = default;
+  };
+  struct CachedPlan {
+    Plan plan;
+    std::vector<int> peers;  // every peer the plan talks to, ascending
+  };
+  std::map<PlanKey, std::unique_ptr<CachedPlan>> planCache_;
+  CachedPlan* lastPlan_ = nullptr;  // the last plan used (owned by planCache_, which is cleared only on a miss)
+  PlanKey lastPlanKey_{};
+  std::vector<char> scratch_;    // grown to the largest scratch a plan has asked for
+  std::vector<char> preScaled_;  // pre-multiplied inputs (Avg on floats, PreMulSum)
+};
+
+}  // namespace strata

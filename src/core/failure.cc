@@ -1,0 +1,37 @@
+#include "core/failure.h"
+
+#include "util/error.h"
+
+namespace strata {
+
+bool FailureState::record(strataResult_t code, const std::string& message) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  if (failed_.load()) return false;
+  code_ = code;
+  message_ = message;
+  failed_.store(true, std::memory_order_release);
+  return true;
+}
+
+void FailureState::markAborted() {
+  aborted_.store(true);
+  record(strataInvalidUsage, strprintf("rank %d: communicator aborted", rank_));
+}
+
+strataResult_t FailureState::code() const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  return code_;
+}
+
+std::string FailureState::message() const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  return message_;
+}
+
+void FailureState::throwFailed() const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  throw Error(code_ == strataSuccess ? strataInvalidUsage : code_,
+              strprintf("rank %d: communicator is unusable after an earlier error: %s", rank_, message_.c_str()));
+}
+
+}  // namespace strata

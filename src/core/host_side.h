@@ -1,0 +1,39 @@
+// What the device engine needs from the host side of its communicator, and nothing more: the communicator's
+// shape and settings, blocking host exchanges for its set-up and teardown, a queue for the host half of staged
+// collectives, and the failure state. The engine depends on this interface, not on CommImpl, so the two do not
+// include each other (CommImpl implements it).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/call.h"
+#include "core/failure.h"
+#include "core/work_queue.h"
+
+namespace strata {
+
+struct Config;
+
+class HostSide {
+ public:
+  virtual ~HostSide() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Every rank of the communicator runs on one host.
+  virtual bool oneHost() const = 0;
+  virtual const Config& config() const = 0;
+  virtual const FailureState& failure() const = 0;
+
+  /// Blocking host barrier over the communicator, in issue order with its queued work.
+  virtual void barrier() = 0;
+  /// Blocking host all-gather of `bytes` from every rank into `all` (rank order), in issue order.
+  virtual void allGather(const void* mine, void* all, size_t bytes) = 0;
+  /// Queues host calls behind earlier work (see WorkQueue::submit for `before` and `after`).
+  virtual std::shared_ptr<Task> submit(std::vector<CollCall> calls, std::function<void()> before,
+                                       std::function<void(strataResult_t)> after) = 0;
+};
+
+}  // namespace strata
