@@ -64,7 +64,7 @@ struct BaselineSettings {
   strataComm_t comm;  // Strata's communicator: the ranks, and a channel for the baseline's own setup
   int rank, nranks;
   std::chrono::milliseconds timeout{0};  // deadline of every baseline call; 0 = the library's default
-  bool deviceBuffers = false;             // --device: the call's buffers are CUDA device memory
+  bool deviceBuffers = false;            // --device: the call's buffers are CUDA device memory
 };
 
 /// The baselines this strata-perf was built with, e.g. {"mpi", "gloo"}.

@@ -50,35 +50,16 @@ using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 template <class F>
 bool withElementType(strataDataType_t type, F&& f) {
   switch (type) {
-    case strataInt8:
-      f(int8_t{});
-      return true;
-    case strataUint8:
-      f(uint8_t{});
-      return true;
-    case strataInt32:
-      f(int32_t{});
-      return true;
-    case strataUint32:
-      f(uint32_t{});
-      return true;
-    case strataInt64:
-      f(int64_t{});
-      return true;
-    case strataUint64:
-      f(uint64_t{});
-      return true;
-    case strataFloat16:
-      f(gloo::float16{});
-      return true;
-    case strataFloat32:
-      f(float{});
-      return true;
-    case strataFloat64:
-      f(double{});
-      return true;
-    default:
-      return false;
+    case strataInt8: f(int8_t{}); return true;
+    case strataUint8: f(uint8_t{}); return true;
+    case strataInt32: f(int32_t{}); return true;
+    case strataUint32: f(uint32_t{}); return true;
+    case strataInt64: f(int64_t{}); return true;
+    case strataUint64: f(uint64_t{}); return true;
+    case strataFloat16: f(gloo::float16{}); return true;
+    case strataFloat32: f(float{}); return true;
+    case strataFloat64: f(double{}); return true;
+    default: return false;
   }
 }
 
@@ -87,31 +68,21 @@ bool withElementType(strataDataType_t type, F&& f) {
 template <class T>
 ReduceFn reduceFunction(strataRedOp_t op) {
   switch (op) {
-    case strataSum:
-      return static_cast<ReduceFn>(&gloo::sum<T>);
-    case strataProd:
-      return static_cast<ReduceFn>(&gloo::product<T>);
-    case strataMax:
-      return static_cast<ReduceFn>(&gloo::max<T>);
-    case strataMin:
-      return static_cast<ReduceFn>(&gloo::min<T>);
-    default:
-      return nullptr;
+    case strataSum: return static_cast<ReduceFn>(&gloo::sum<T>);
+    case strataProd: return static_cast<ReduceFn>(&gloo::product<T>);
+    case strataMax: return static_cast<ReduceFn>(&gloo::max<T>);
+    case strataMin: return static_cast<ReduceFn>(&gloo::min<T>);
+    default: return nullptr;
   }
 }
 template <class T>
 const gloo::ReductionFunction<T>* reductionFunction(strataRedOp_t op) {
   switch (op) {
-    case strataSum:
-      return gloo::ReductionFunction<T>::sum;
-    case strataProd:
-      return gloo::ReductionFunction<T>::product;
-    case strataMax:
-      return gloo::ReductionFunction<T>::max;
-    case strataMin:
-      return gloo::ReductionFunction<T>::min;
-    default:
-      return nullptr;
+    case strataSum: return gloo::ReductionFunction<T>::sum;
+    case strataProd: return gloo::ReductionFunction<T>::product;
+    case strataMax: return gloo::ReductionFunction<T>::max;
+    case strataMin: return gloo::ReductionFunction<T>::min;
+    default: return nullptr;
   }
 }
 
@@ -233,13 +204,11 @@ class GlooBaseline : public Baseline {
       case CollKind::kAllGather:
         if (!intSized) return {"allgather"};
         return {"allgather", "ring"};
-      case CollKind::kBroadcast:
-        return {"broadcast"};
+      case CollKind::kBroadcast: return {"broadcast"};
       case CollKind::kReduce:
         if (!glooReduces(call)) return {};
         return {"reduce"};
-      case CollKind::kAllToAll:
-        return {"alltoall"};
+      case CollKind::kAllToAll: return {"alltoall"};
       case CollKind::kSendRecv:
         if (s_.nranks < 2) return {};  // a Gloo context has no pair to itself
         return {"unbound_buffers"};
@@ -381,8 +350,7 @@ class GlooBaseline : public Baseline {
         opts->setReduceFunction(fn);
         return [opts] { gloo::reduce(*opts); };
       }
-      default:
-        return {};
+      default: return {};
     }
   }
 
@@ -432,8 +400,7 @@ class GlooBaseline : public Baseline {
           if (!in->waitRecv(timeout) || !out->waitSend(timeout)) throw std::runtime_error("send/recv aborted");
         };
       }
-      default:
-        return {};
+      default: return {};
     }
   }
 

@@ -27,59 +27,38 @@ std::string mpiErrorText(int code) {
 // The MPI type a reduction runs on; MPI_DATATYPE_NULL where MPI has none (the 16- and 8-bit floats).
 MPI_Datatype reductionType(strataDataType_t type) {
   switch (type) {
-    case strataInt8:
-      return MPI_INT8_T;
-    case strataUint8:
-      return MPI_UINT8_T;
-    case strataInt32:
-      return MPI_INT32_T;
-    case strataUint32:
-      return MPI_UINT32_T;
-    case strataInt64:
-      return MPI_INT64_T;
-    case strataUint64:
-      return MPI_UINT64_T;
-    case strataFloat32:
-      return MPI_FLOAT;
-    case strataFloat64:
-      return MPI_DOUBLE;
-    default:
-      return MPI_DATATYPE_NULL;
+    case strataInt8: return MPI_INT8_T;
+    case strataUint8: return MPI_UINT8_T;
+    case strataInt32: return MPI_INT32_T;
+    case strataUint32: return MPI_UINT32_T;
+    case strataInt64: return MPI_INT64_T;
+    case strataUint64: return MPI_UINT64_T;
+    case strataFloat32: return MPI_FLOAT;
+    case strataFloat64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;
   }
 }
 
 // MPI_OP_NULL for avg: MPI has no average.
 MPI_Op reductionOp(strataRedOp_t op) {
   switch (op) {
-    case strataSum:
-      return MPI_SUM;
-    case strataProd:
-      return MPI_PROD;
-    case strataMax:
-      return MPI_MAX;
-    case strataMin:
-      return MPI_MIN;
-    default:
-      return MPI_OP_NULL;
+    case strataSum: return MPI_SUM;
+    case strataProd: return MPI_PROD;
+    case strataMax: return MPI_MAX;
+    case strataMin: return MPI_MIN;
+    default: return MPI_OP_NULL;
   }
 }
 
 const char* callName(CollKind kind) {
   switch (kind) {
-    case CollKind::kAllReduce:
-      return "MPI_Allreduce";
-    case CollKind::kReduceScatter:
-      return "MPI_Reduce_scatter_block";
-    case CollKind::kAllGather:
-      return "MPI_Allgather";
-    case CollKind::kBroadcast:
-      return "MPI_Bcast";
-    case CollKind::kReduce:
-      return "MPI_Reduce";
-    case CollKind::kAllToAll:
-      return "MPI_Alltoall";
-    case CollKind::kSendRecv:
-      return "MPI_Sendrecv";
+    case CollKind::kAllReduce: return "MPI_Allreduce";
+    case CollKind::kReduceScatter: return "MPI_Reduce_scatter_block";
+    case CollKind::kAllGather: return "MPI_Allgather";
+    case CollKind::kBroadcast: return "MPI_Bcast";
+    case CollKind::kReduce: return "MPI_Reduce";
+    case CollKind::kAllToAll: return "MPI_Alltoall";
+    case CollKind::kSendRecv: return "MPI_Sendrecv";
   }
   return "?";
 }
@@ -117,21 +96,16 @@ class MpiCollective : public BaselineCollective {
   int issue() {
     void* send = const_cast<void*>(call_.send);
     switch (call_.kind) {
-      case CollKind::kAllReduce:
-        return MPI_Allreduce(send, call_.recv, count_, type_, op_, comm_);
-      case CollKind::kReduceScatter:
-        return MPI_Reduce_scatter_block(send, call_.recv, count_, type_, op_, comm_);
-      case CollKind::kAllGather:
-        return MPI_Allgather(send, count_, type_, call_.recv, count_, type_, comm_);
+      case CollKind::kAllReduce: return MPI_Allreduce(send, call_.recv, count_, type_, op_, comm_);
+      case CollKind::kReduceScatter: return MPI_Reduce_scatter_block(send, call_.recv, count_, type_, op_, comm_);
+      case CollKind::kAllGather: return MPI_Allgather(send, count_, type_, call_.recv, count_, type_, comm_);
       case CollKind::kBroadcast:
         // MPI_Bcast works in place; out of place, the root's receive buffer gets its copy first (as NCCL's
         // root copies sendbuff to recvbuff).
         if (rank_ == call_.root && bytes_ > 0) std::memcpy(call_.recv, call_.send, bytes_);
         return MPI_Bcast(call_.recv, count_, type_, call_.root, comm_);
-      case CollKind::kReduce:
-        return MPI_Reduce(send, call_.recv, count_, type_, op_, call_.root, comm_);
-      case CollKind::kAllToAll:
-        return MPI_Alltoall(send, count_, type_, call_.recv, count_, type_, comm_);
+      case CollKind::kReduce: return MPI_Reduce(send, call_.recv, count_, type_, op_, call_.root, comm_);
+      case CollKind::kAllToAll: return MPI_Alltoall(send, count_, type_, call_.recv, count_, type_, comm_);
       case CollKind::kSendRecv: {
         // nccl-tests' sendrecv: every rank sends to the next and receives from the previous.
         const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;

@@ -82,21 +82,15 @@ class NcclCollective final : public BaselineCollective {
     const size_t count = call_.layout.paramCount;
     ncclResult r = 0;
     switch (call_.kind) {
-      case CollKind::kAllReduce:
-        r = api_.allReduce(call_.send, call_.recv, count, t, op, comm_, stream_);
-        break;
+      case CollKind::kAllReduce: r = api_.allReduce(call_.send, call_.recv, count, t, op, comm_, stream_); break;
       case CollKind::kReduceScatter:
         r = api_.reduceScatter(call_.send, call_.recv, count, t, op, comm_, stream_);
         break;
-      case CollKind::kAllGather:
-        r = api_.allGather(call_.send, call_.recv, count, t, comm_, stream_);
-        break;
+      case CollKind::kAllGather: r = api_.allGather(call_.send, call_.recv, count, t, comm_, stream_); break;
       case CollKind::kBroadcast:
         r = api_.broadcast(call_.send, call_.recv, count, t, call_.root, comm_, stream_);
         break;
-      case CollKind::kReduce:
-        r = api_.reduce(call_.send, call_.recv, count, t, op, call_.root, comm_, stream_);
-        break;
+      case CollKind::kReduce: r = api_.reduce(call_.send, call_.recv, count, t, op, call_.root, comm_, stream_); break;
       case CollKind::kAllToAll: {
         // NCCL's all-to-all, as nccl-tests runs it: one group of sends and receives.
         const size_t bytes = count * call_.type->size;

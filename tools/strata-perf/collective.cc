@@ -29,20 +29,13 @@ uint64_t mix(int rank, size_t index) {
 // type between steps, so each of them must be exact, not only the final one).
 double exactBound(const DtypeInfo& t) {
   switch (t.type) {
-    case strataInt8:
-      return 127;
-    case strataUint8:
-      return 250;
-    case strataFloat16:
-      return 2048;
-    case strataBfloat16:
-      return 256;
-    case strataFloat8e4m3:
-      return 16;
-    case strataFloat8e5m2:
-      return 8;
-    default:
-      return 1 << 20;
+    case strataInt8: return 127;
+    case strataUint8: return 250;
+    case strataFloat16: return 2048;
+    case strataBfloat16: return 256;
+    case strataFloat8e4m3: return 16;
+    case strataFloat8e5m2: return 8;
+    default: return 1 << 20;
   }
 }
 
@@ -50,38 +43,26 @@ double exactBound(const DtypeInfo& t) {
 int64_t sumAmplitude(const DtypeInfo& t) {
   switch (t.type) {
     case strataFloat8e4m3:
-    case strataFloat8e5m2:
-      return 1;
-    case strataBfloat16:
-      return 2;
+    case strataFloat8e5m2: return 1;
+    case strataBfloat16: return 2;
     case strataInt8:
     case strataUint8:
-    case strataFloat16:
-      return 3;
-    default:
-      return 5;
+    case strataFloat16: return 3;
+    default: return 5;
   }
 }
 
 // Range of the inputs of collectives that only move data: any value the type holds exactly.
 int64_t movementRange(const DtypeInfo& t) {
   switch (t.type) {
-    case strataInt8:
-      return 100;
-    case strataUint8:
-      return 200;
-    case strataFloat8e4m3:
-      return 16;
-    case strataFloat8e5m2:
-      return 8;
-    case strataFloat16:
-      return 2048;
-    case strataBfloat16:
-      return 256;
-    case strataFloat32:
-      return 1 << 24;
-    default:
-      return int64_t{1} << 30;
+    case strataInt8: return 100;
+    case strataUint8: return 200;
+    case strataFloat8e4m3: return 16;
+    case strataFloat8e5m2: return 8;
+    case strataFloat16: return 2048;
+    case strataBfloat16: return 256;
+    case strataFloat32: return 1 << 24;
+    default: return int64_t{1} << 30;
   }
 }
 
@@ -122,18 +103,10 @@ Expected reduceOverRanks(const CheckContext& ctx, size_t index) {
     double v = inputValue(ctx, q, index);
     magnitude += std::fabs(v);
     switch (ctx.op) {
-      case strataProd:
-        acc *= v;
-        break;
-      case strataMax:
-        acc = v > acc ? v : acc;
-        break;
-      case strataMin:
-        acc = v < acc ? v : acc;
-        break;
-      default:
-        acc += v;
-        break;  // sum, avg
+      case strataProd: acc *= v; break;
+      case strataMax: acc = v > acc ? v : acc; break;
+      case strataMin: acc = v < acc ? v : acc; break;
+      default: acc += v; break;  // sum, avg
     }
   }
   if (ctx.op == strataAvg) {
@@ -148,18 +121,13 @@ Expected expectedValue(const CheckContext& ctx, size_t k) {
   const size_t r = static_cast<size_t>(ctx.rank);
   switch (ctx.coll->kind) {
     case CollKind::kAllReduce:
-    case CollKind::kReduce:
-      return reduceOverRanks(ctx, k);
-    case CollKind::kReduceScatter:
-      return reduceOverRanks(ctx, r * l.recvCount + k);
-    case CollKind::kAllGather:
-      return {inputValue(ctx, static_cast<int>(k / l.paramCount), k % l.paramCount), 0};
-    case CollKind::kBroadcast:
-      return {inputValue(ctx, ctx.root, k), 0};
+    case CollKind::kReduce: return reduceOverRanks(ctx, k);
+    case CollKind::kReduceScatter: return reduceOverRanks(ctx, r * l.recvCount + k);
+    case CollKind::kAllGather: return {inputValue(ctx, static_cast<int>(k / l.paramCount), k % l.paramCount), 0};
+    case CollKind::kBroadcast: return {inputValue(ctx, ctx.root, k), 0};
     case CollKind::kAllToAll:
       return {inputValue(ctx, static_cast<int>(k / l.paramCount), r * l.paramCount + k % l.paramCount), 0};
-    case CollKind::kSendRecv:
-      return {inputValue(ctx, (ctx.rank + ctx.nranks - 1) % ctx.nranks, k), 0};
+    case CollKind::kSendRecv: return {inputValue(ctx, (ctx.rank + ctx.nranks - 1) % ctx.nranks, k), 0};
   }
   return {NAN, 0};
 }
@@ -196,16 +164,13 @@ const char* collNames() { return "allreduce|reducescatter|allgather|broadcast|re
 double busBandwidthFactor(CollKind kind, int nranks) {
   const double n = nranks;
   switch (kind) {
-    case CollKind::kAllReduce:
-      return 2.0 * (n - 1) / n;
+    case CollKind::kAllReduce: return 2.0 * (n - 1) / n;
     case CollKind::kReduceScatter:
     case CollKind::kAllGather:
-    case CollKind::kAllToAll:
-      return (n - 1) / n;
+    case CollKind::kAllToAll: return (n - 1) / n;
     case CollKind::kBroadcast:
     case CollKind::kReduce:
-    case CollKind::kSendRecv:
-      return 1.0;
+    case CollKind::kSendRecv: return 1.0;
   }
   return 1.0;
 }
@@ -219,9 +184,7 @@ Layout layoutFor(CollKind kind, size_t bytes, size_t eltSize, int nranks) {
     case CollKind::kAllReduce:
     case CollKind::kBroadcast:
     case CollKind::kReduce:
-    case CollKind::kSendRecv:
-      l.sendCount = l.recvCount = l.paramCount = count;
-      break;
+    case CollKind::kSendRecv: l.sendCount = l.recvCount = l.paramCount = count; break;
     case CollKind::kReduceScatter:
       l.sendCount = perRank * n;
       l.recvCount = l.paramCount = l.recvInplaceOffset = perRank;
@@ -249,18 +212,12 @@ strataResult_t runCollective(CollKind kind, const RunBuffers& b, const Layout& l
                              strataRedOp_t op, int root, strataComm_t comm, int rank, int nranks,
                              strataStream_t stream) {
   switch (kind) {
-    case CollKind::kAllReduce:
-      return strataAllReduce(b.send, b.recv, l.paramCount, type, op, comm, stream);
-    case CollKind::kReduceScatter:
-      return strataReduceScatter(b.send, b.recv, l.paramCount, type, op, comm, stream);
-    case CollKind::kAllGather:
-      return strataAllGather(b.send, b.recv, l.paramCount, type, comm, stream);
-    case CollKind::kBroadcast:
-      return strataBroadcast(b.send, b.recv, l.paramCount, type, root, comm, stream);
-    case CollKind::kReduce:
-      return strataReduce(b.send, b.recv, l.paramCount, type, op, root, comm, stream);
-    case CollKind::kAllToAll:
-      return strataAllToAll(b.send, b.recv, l.paramCount, type, comm, stream);
+    case CollKind::kAllReduce: return strataAllReduce(b.send, b.recv, l.paramCount, type, op, comm, stream);
+    case CollKind::kReduceScatter: return strataReduceScatter(b.send, b.recv, l.paramCount, type, op, comm, stream);
+    case CollKind::kAllGather: return strataAllGather(b.send, b.recv, l.paramCount, type, comm, stream);
+    case CollKind::kBroadcast: return strataBroadcast(b.send, b.recv, l.paramCount, type, root, comm, stream);
+    case CollKind::kReduce: return strataReduce(b.send, b.recv, l.paramCount, type, op, root, comm, stream);
+    case CollKind::kAllToAll: return strataAllToAll(b.send, b.recv, l.paramCount, type, comm, stream);
     case CollKind::kSendRecv: {
       // nccl-tests' sendrecv: every rank sends to the next and receives from the previous, as one group.
       strataResult_t rc = strataGroupStart();

@@ -156,26 +156,16 @@ bool parseSize(const char* text, size_t* out) {
   if (!suffix.empty()) {
     switch (suffix[0]) {
       case 'k':
-      case 'K':
-        unit = 1024.0;
-        break;
+      case 'K': unit = 1024.0; break;
       case 'm':
-      case 'M':
-        unit = 1024.0 * 1024;
-        break;
+      case 'M': unit = 1024.0 * 1024; break;
       case 'g':
-      case 'G':
-        unit = 1024.0 * 1024 * 1024;
-        break;
+      case 'G': unit = 1024.0 * 1024 * 1024; break;
       case 't':
-      case 'T':
-        unit = 1024.0 * 1024 * 1024 * 1024;
-        break;
+      case 'T': unit = 1024.0 * 1024 * 1024 * 1024; break;
       case 'b':
-      case 'B':
-        break;
-      default:
-        return false;
+      case 'B': break;
+      default: return false;
     }
     std::string rest = suffix.substr(unit == 1 ? 0 : 1);
     if (!rest.empty() && rest != "B" && rest != "b" && rest != "iB") return false;
@@ -304,12 +294,8 @@ Options parseOptions(int argc, char** argv) {
         if (!parseInt(optarg, 0, 1 << 20, &opt.check))
           usageError("-c/--check: expected an integer >= 0, got '" + arg + "'");
         break;
-      case 'd':
-        opt.dtypeArg = arg;
-        break;
-      case 'o':
-        opt.opArg = arg;
-        break;
+      case 'd': opt.dtypeArg = arg; break;
+      case 'o': opt.opArg = arg; break;
       case 'r':
         if (!parseInt(optarg, 0, 1 << 30, &opt.root)) usageError("-r/--root: expected a rank >= 0, got '" + arg + "'");
         break;
@@ -340,25 +326,15 @@ Options parseOptions(int argc, char** argv) {
           usageError("--transport: expected shm, tcp, ucx or auto, got '" + arg + "'");
         opt.transport = arg;
         break;
-      case kJson:
-        opt.jsonPath = arg;
-        break;
-      case kCsv:
-        opt.csvPath = arg;
-        break;
-      case kProgress:
-        opt.progress = true;
-        break;
-      case kMembound:
-        opt.membound = true;
-        break;
+      case kJson: opt.jsonPath = arg; break;
+      case kCsv: opt.csvPath = arg; break;
+      case kProgress: opt.progress = true; break;
+      case kMembound: opt.membound = true; break;
       case kDevice:
         if (!deviceBuilt()) usageError("--device: this strata-perf was built without CUDA");
         opt.device = true;
         break;
-      case kInjectFault:
-        opt.injectFault = true;
-        break;
+      case kInjectFault: opt.injectFault = true; break;
       case kShowWrong:
         if (!parseInt(optarg, 0, 1 << 30, &opt.showWrong))
           usageError("--show-wrong: expected a count >= 0, got '" + arg + "'");
@@ -378,13 +354,9 @@ Options parseOptions(int argc, char** argv) {
           }
         }
         break;
-      case 'h':
-        printUsage(stdout);
-        std::exit(0);
-      case ':':
-        usageError(std::string("option '") + subArgv[optind - 1] + "' needs a value");
-      default:
-        usageError(std::string("unknown option '") + subArgv[optind - 1] + "'");
+      case 'h': printUsage(stdout); std::exit(0);
+      case ':': usageError(std::string("option '") + subArgv[optind - 1] + "' needs a value");
+      default: usageError(std::string("unknown option '") + subArgv[optind - 1] + "'");
     }
   }
   if (optind < subArgc) usageError(std::string("unexpected argument '") + subArgv[optind] + "'");
@@ -816,10 +788,11 @@ class PerfRun {
       for (int c = 0; c < opt_.check; ++c) {
         fillInputs(ctx, sendbuff_, recvbuff_, inPlace);
         const size_t bytes = ctx.layout.reportedBytes(ctx.type->size);
-        if (opt_.device) deviceStep([&] {
-          copyToDevice(devSend_, sendbuff_, bytes);
-          copyToDevice(devRecv_, recvbuff_, bytes);
-        });
+        if (opt_.device)
+          deviceStep([&] {
+            copyToDevice(devSend_, sendbuff_, bytes);
+            copyToDevice(devRecv_, recvbuff_, bytes);
+          });
         // No rank starts before every rank has filled its buffers: some algorithms (Gloo's AllgatherRing)
         // write into a peer's output as soon as they start, which would race with that peer's poisoning.
         check(strataBarrier(comm_, nullptr), "strataBarrier");
@@ -867,20 +840,13 @@ class PerfRun {
   }
   static const char* callNameOf(CollKind kind) {
     switch (kind) {
-      case CollKind::kAllReduce:
-        return "strataAllReduce";
-      case CollKind::kReduceScatter:
-        return "strataReduceScatter";
-      case CollKind::kAllGather:
-        return "strataAllGather";
-      case CollKind::kBroadcast:
-        return "strataBroadcast";
-      case CollKind::kReduce:
-        return "strataReduce";
-      case CollKind::kAllToAll:
-        return "strataAllToAll";
-      case CollKind::kSendRecv:
-        return "strataSend/strataRecv";
+      case CollKind::kAllReduce: return "strataAllReduce";
+      case CollKind::kReduceScatter: return "strataReduceScatter";
+      case CollKind::kAllGather: return "strataAllGather";
+      case CollKind::kBroadcast: return "strataBroadcast";
+      case CollKind::kReduce: return "strataReduce";
+      case CollKind::kAllToAll: return "strataAllToAll";
+      case CollKind::kSendRecv: return "strataSend/strataRecv";
     }
     return "?";
   }

@@ -21,7 +21,6 @@ std::string formatTime(double us) {
   return buf;
 }
 
-
 std::string jsonNumber(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[64];
@@ -166,7 +165,8 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
       std::fprintf(f, "}");
     }
     if (!std::isnan(r.boundBusBw)) {
-      std::fprintf(f, ", \"membound\": {\"memcpy_time_us\": %s, \"memcpy_aggregate_gbps\": %s, \"bound_busbw_gbps\": %s, "
+      std::fprintf(f,
+                   ", \"membound\": {\"memcpy_time_us\": %s, \"memcpy_aggregate_gbps\": %s, \"bound_busbw_gbps\": %s, "
                    "\"share_of_bound\": %s}",
                    jsonNumber(r.memcpyUs).c_str(), jsonNumber(r.memcpyGBs).c_str(), jsonNumber(r.boundBusBw).c_str(),
                    jsonNumber(r.boundShare).c_str());
