@@ -26,7 +26,7 @@ class BaselineError : public std::runtime_error {
 
 /// The out-of-place call Strata is timed on, as a baseline must reproduce it.
 struct BaselineCall {
-  CollKind kind;
+  const CollSpec* coll;
   const DtypeInfo* type;
   strataRedOp_t op;  // ignored by collectives that do not reduce
   int root;

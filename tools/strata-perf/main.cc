@@ -390,7 +390,7 @@ Options parseOptions(int argc, char** argv) {
     if (!opt.device && b == "nccl") usageError("--baseline nccl needs --device");
   }
   if (opt.device && opt.membound) usageError("--membound measures host memcpy; it does not apply with --device");
-  if (!opt.algo.empty() && opt.coll->kind == CollKind::kSendRecv && opt.algo.find(':') == std::string::npos) {
+  if (!opt.algo.empty() && opt.coll->isSendRecv() && opt.algo.find(':') == std::string::npos) {
     usageError("--algo: sendrecv has no algorithms to choose from");
   }
   return opt;
@@ -427,7 +427,7 @@ class PerfRun {
     printDevices();
     if (rank_ == 0) {
       std::printf("#\n");
-      printTableHeader(stdout, info_.baselines, opt_.membound && opt_.coll->kind == CollKind::kAllReduce);
+      printTableHeader(stdout, info_.baselines, opt_.membound && opt_.coll->is(strataCollAllReduce));
       std::fflush(stdout);
     }
 
@@ -663,7 +663,7 @@ class PerfRun {
 
   Row measureRow(const DtypeInfo& type, const OpInfo& op, size_t bytes) {
     CheckContext ctx{
-        opt_.coll, &type, op.op, opt_.root, rank_, nranks_, layoutFor(opt_.coll->kind, bytes, type.size, nranks_)};
+        opt_.coll, &type, op.op, opt_.root, rank_, nranks_, layoutFor(*opt_.coll, bytes, type.size, nranks_)};
     Row row;
     row.bytes = ctx.layout.reportedBytes(type.size);
     row.count = ctx.layout.paramCount;
@@ -674,25 +674,17 @@ class PerfRun {
     row.outOfPlace = measure(ctx, row.bytes, false);
     row.inPlace = measure(ctx, row.bytes, true);
     for (const auto& baseline : baselines_) row.baselines.push_back(measureBaseline(*baseline, ctx, row));
-    if (opt_.membound && opt_.coll->kind == CollKind::kAllReduce) measureMemoryBound(ctx, &row);
+    if (opt_.membound && opt_.coll->is(strataCollAllReduce)) measureMemoryBound(ctx, &row);
     return row;
   }
 
   // What the selector picks for this row and how long its cost model expects it to take.
   void explain(const CheckContext& ctx, Row* row) {
-    strataCollective_t coll;
-    switch (opt_.coll->kind) {
-      case CollKind::kAllReduce: coll = strataCollAllReduce; break;
-      case CollKind::kReduceScatter: coll = strataCollReduceScatter; break;
-      case CollKind::kAllGather: coll = strataCollAllGather; break;
-      case CollKind::kBroadcast: coll = strataCollBroadcast; break;
-      case CollKind::kReduce: coll = strataCollReduce; break;
-      case CollKind::kAllToAll: coll = strataCollAllToAll; break;
-      default: return;
-    }
+    if (opt_.coll->isSendRecv()) return;  // no collective of the library: nothing to explain
     char algorithm[64] = "";
     double us = 0;
-    check(strataCommExplain(comm_, coll, ctx.layout.paramCount, ctx.type->type, algorithm, sizeof(algorithm), &us),
+    check(strataCommExplain(comm_, *opt_.coll->collective, ctx.layout.paramCount, ctx.type->type, algorithm,
+                            sizeof(algorithm), &us),
           "strataCommExplain");
     row->algorithm = algorithm;
     row->predictedUs = us > 0 ? us : NAN;
@@ -729,7 +721,7 @@ class PerfRun {
   // fastest, and the wrong elements of all of them (a broken algorithm must not hide behind a good one).
   BaselineMeasurement measureBaseline(Baseline& baseline, const CheckContext& ctx, const Row& row) {
     const RunBuffers bufs = runBuffers(ctx.layout, ctx.type->size, callSend(), callRecv(), false, rank_);
-    const BaselineCall call{opt_.coll->kind, ctx.type, ctx.op, ctx.root, ctx.layout, bufs.send, bufs.recv};
+    const BaselineCall call{opt_.coll, ctx.type, ctx.op, ctx.root, ctx.layout, bufs.send, bufs.recv};
     BaselineMeasurement out;
     int64_t wrong = opt_.check > 0 ? 0 : -1;
     for (const std::string& algorithm : baseline.algorithms(call)) {
@@ -766,11 +758,10 @@ class PerfRun {
     step_ = std::string("(") + opt_.coll->name + ", " + std::to_string(reportedBytes) + " bytes, " + ctx.type->name +
             (opt_.coll->reduces ? std::string(", ") + opNameOf(ctx.op) : std::string()) +
             (inPlace ? ", in place)" : ", out of place)");
-    const char* callName = callNameOf(opt_.coll->kind);
     auto runOnce = [&] {
-      check(runCollective(opt_.coll->kind, bufs, l, ctx.type->type, ctx.op, ctx.root, comm_, rank_, nranks_,
+      check(runCollective(*opt_.coll, bufs, l, ctx.type->type, ctx.op, ctx.root, comm_, rank_, nranks_,
                           opt_.device ? stream_ : nullptr),
-            callName);
+            opt_.coll->call);
       // Device calls return once enqueued: the time is launch to completion of the stream.
       if (opt_.device) deviceStep([&] { streamSync(stream_); });
     };
@@ -799,7 +790,7 @@ class PerfRun {
         runOnce();
         if (opt_.device) deviceStep([&] { copyToHost(recvbuff_, devRecv_, bytes); });
         ResultRegion result = resultRegion(ctx, recvbuff_, inPlace);
-        const int faultRank = opt_.coll->kind == CollKind::kReduce ? ctx.root : 0;
+        const int faultRank = opt_.coll->is(strataCollReduce) ? ctx.root : 0;
         if (injectFault && !faultInjected_ && rank_ == faultRank && result.count > 0) {
           // Far enough off to fail any tolerance: doubled, or moved by 1 when small.
           const double got = loadValue(*ctx.type, result.data, 0);
@@ -828,7 +819,7 @@ class PerfRun {
     step_.clear();
     const double seconds = m.timeUs * 1e-6;
     m.algBw = seconds > 0 ? static_cast<double>(reportedBytes) / 1e9 / seconds : 0.0;
-    m.busBw = m.algBw * busBandwidthFactor(opt_.coll->kind, nranks_);
+    m.busBw = m.algBw * busBandwidthFactor(*opt_.coll, nranks_);
     return m;
   }
 
@@ -838,19 +829,6 @@ class PerfRun {
     }
     return "?";
   }
-  static const char* callNameOf(CollKind kind) {
-    switch (kind) {
-      case CollKind::kAllReduce: return "strataAllReduce";
-      case CollKind::kReduceScatter: return "strataReduceScatter";
-      case CollKind::kAllGather: return "strataAllGather";
-      case CollKind::kBroadcast: return "strataBroadcast";
-      case CollKind::kReduce: return "strataReduce";
-      case CollKind::kAllToAll: return "strataAllToAll";
-      case CollKind::kSendRecv: return "strataSend/strataRecv";
-    }
-    return "?";
-  }
-
   void deviceStep(const std::function<void()>& f) {
     try {
       f();
