@@ -3,7 +3,7 @@
 // compares like with like and a broken baseline shows up as #wrong > 0 instead of as a fast number.
 //
 // Each library lives in its own file (baseline_mpi.cc, baseline_gloo.cc), compiled only when CMake finds
-// it; this interface and the registry in baseline.cc are all main.cc sees.
+// it; this interface and the registry in baseline.cc are all the rest of strata-perf sees.
 #pragma once
 
 #include <chrono>
