@@ -5,13 +5,12 @@
 // options.cc reads the command line, perf_run.cc runs the sweep, measure.cc measures each row (checked,
 // warmed up, timed; Strata, then the baselines), report.cc prints and writes the rows.
 #include <cstdio>
-#include <utility>
 
 #include "options.h"
 #include "perf_run.h"
 
 int main(int argc, char** argv) {
   setlinebuf(stdout);
-  strata::perf::Options opt = strata::perf::parseOptions(argc, argv);
-  return strata::perf::runPerf(std::move(opt));
+  const strata::perf::Options opt = strata::perf::parseOptions(argc, argv);
+  return strata::perf::runPerf(opt);
 }

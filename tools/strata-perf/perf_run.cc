@@ -125,7 +125,7 @@ void printDevices(const Options& opt, PerfComm& comm, const PerfBuffers& buffers
 
 }  // namespace
 
-int runPerf(Options opt) {
+int runPerf(const Options& opt) {
   applyEnvironment(opt);
   PerfComm comm;
   const int rank = comm.rank();

@@ -7,6 +7,6 @@
 namespace strata::perf {
 
 /// Runs what `opt` describes; returns the exit status (0, kExitFailure or kExitUsage).
-int runPerf(Options opt);
+int runPerf(const Options& opt);
 
 }  // namespace strata::perf
