@@ -3,7 +3,7 @@
 // compares like with like and a broken baseline shows up as #wrong > 0 instead of as a fast number.
 //
 // Each library lives in its own file (baseline_mpi.cc, baseline_gloo.cc), compiled only when CMake finds
-// it; this interface and the registry in baseline.cc are all main.cc sees.
+// it; this interface and the registry in baseline.cc are all the rest of strata-perf sees.
 #pragma once
 
 #include <chrono>
@@ -26,7 +26,7 @@ class BaselineError : public std::runtime_error {
 
 /// The out-of-place call Strata is timed on, as a baseline must reproduce it.
 struct BaselineCall {
-  CollKind kind;
+  const CollSpec* coll;
   const DtypeInfo* type;
   strataRedOp_t op;  // ignored by collectives that do not reduce
   int root;
@@ -64,7 +64,7 @@ struct BaselineSettings {
   strataComm_t comm;  // Strata's communicator: the ranks, and a channel for the baseline's own setup
   int rank, nranks;
   std::chrono::milliseconds timeout{0};  // deadline of every baseline call; 0 = the library's default
-  bool deviceBuffers = false;             // --device: the call's buffers are CUDA device memory
+  bool deviceBuffers = false;            // --device: the call's buffers are CUDA device memory
 };
 
 /// The baselines this strata-perf was built with, e.g. {"mpi", "gloo"}.

@@ -50,35 +50,16 @@ using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 template <class F>
 bool withElementType(strataDataType_t type, F&& f) {
   switch (type) {
-    case strataInt8:
-      f(int8_t{});
-      return true;
-    case strataUint8:
-      f(uint8_t{});
-      return true;
-    case strataInt32:
-      f(int32_t{});
-      return true;
-    case strataUint32:
-      f(uint32_t{});
-      return true;
-    case strataInt64:
-      f(int64_t{});
-      return true;
-    case strataUint64:
-      f(uint64_t{});
-      return true;
-    case strataFloat16:
-      f(gloo::float16{});
-      return true;
-    case strataFloat32:
-      f(float{});
-      return true;
-    case strataFloat64:
-      f(double{});
-      return true;
-    default:
-      return false;
+    case strataInt8: f(int8_t{}); return true;
+    case strataUint8: f(uint8_t{}); return true;
+    case strataInt32: f(int32_t{}); return true;
+    case strataUint32: f(uint32_t{}); return true;
+    case strataInt64: f(int64_t{}); return true;
+    case strataUint64: f(uint64_t{}); return true;
+    case strataFloat16: f(gloo::float16{}); return true;
+    case strataFloat32: f(float{}); return true;
+    case strataFloat64: f(double{}); return true;
+    default: return false;
   }
 }
 
@@ -87,31 +68,21 @@ bool withElementType(strataDataType_t type, F&& f) {
 template <class T>
 ReduceFn reduceFunction(strataRedOp_t op) {
   switch (op) {
-    case strataSum:
-      return static_cast<ReduceFn>(&gloo::sum<T>);
-    case strataProd:
-      return static_cast<ReduceFn>(&gloo::product<T>);
-    case strataMax:
-      return static_cast<ReduceFn>(&gloo::max<T>);
-    case strataMin:
-      return static_cast<ReduceFn>(&gloo::min<T>);
-    default:
-      return nullptr;
+    case strataSum: return static_cast<ReduceFn>(&gloo::sum<T>);
+    case strataProd: return static_cast<ReduceFn>(&gloo::product<T>);
+    case strataMax: return static_cast<ReduceFn>(&gloo::max<T>);
+    case strataMin: return static_cast<ReduceFn>(&gloo::min<T>);
+    default: return nullptr;
   }
 }
 template <class T>
 const gloo::ReductionFunction<T>* reductionFunction(strataRedOp_t op) {
   switch (op) {
-    case strataSum:
-      return gloo::ReductionFunction<T>::sum;
-    case strataProd:
-      return gloo::ReductionFunction<T>::product;
-    case strataMax:
-      return gloo::ReductionFunction<T>::max;
-    case strataMin:
-      return gloo::ReductionFunction<T>::min;
-    default:
-      return nullptr;
+    case strataSum: return gloo::ReductionFunction<T>::sum;
+    case strataProd: return gloo::ReductionFunction<T>::product;
+    case strataMax: return gloo::ReductionFunction<T>::max;
+    case strataMin: return gloo::ReductionFunction<T>::min;
+    default: return nullptr;
   }
 }
 
@@ -222,27 +193,26 @@ class GlooBaseline : public Baseline {
     const bool intSized =
         l.sendCount * eltSize <= static_cast<size_t>(INT_MAX) && l.recvCount * eltSize <= static_cast<size_t>(INT_MAX);
     if (l.paramCount == 0) return {};  // Gloo's algorithms assume data to move
-    switch (call.kind) {
-      case CollKind::kAllReduce:
+    if (call.coll->isSendRecv()) {
+      if (s_.nranks < 2) return {};  // a Gloo context has no pair to itself
+      return {"unbound_buffers"};
+    }
+    switch (*call.coll->collective) {
+      case strataCollAllReduce:
         if (!glooReduces(call)) return {};
         if (!intSized) return {"ring"};
         return {"ring", "ring_chunked", "halving_doubling"};
-      case CollKind::kReduceScatter:
+      case strataCollReduceScatter:
         if (!glooReduces(call) || !intSized) return {};
         return {"halving_doubling"};
-      case CollKind::kAllGather:
+      case strataCollAllGather:
         if (!intSized) return {"allgather"};
         return {"allgather", "ring"};
-      case CollKind::kBroadcast:
-        return {"broadcast"};
-      case CollKind::kReduce:
+      case strataCollBroadcast: return {"broadcast"};
+      case strataCollReduce:
         if (!glooReduces(call)) return {};
         return {"reduce"};
-      case CollKind::kAllToAll:
-        return {"alltoall"};
-      case CollKind::kSendRecv:
-        if (s_.nranks < 2) return {};  // a Gloo context has no pair to itself
-        return {"unbound_buffers"};
+      case strataCollAllToAll: return {"alltoall"};
     }
     return {};
   }
@@ -252,8 +222,7 @@ class GlooBaseline : public Baseline {
                              std::to_string(call.layout.paramCount) + " x " + call.type->name + ")";
     std::function<void()> body;
     try {
-      if (call.kind == CollKind::kAllReduce || call.kind == CollKind::kReduceScatter ||
-          call.kind == CollKind::kReduce) {
+      if (call.coll->reduces) {
         withElementType(call.type->type, [&](auto tag) { body = prepareReduction<decltype(tag)>(call, algorithm); });
       } else {
         body = prepareMovement(call, algorithm);
@@ -345,8 +314,8 @@ class GlooBaseline : public Baseline {
     const gloo::ReductionFunction<T>* classFn = reductionFunction<T>(call.op);
     const size_t bytes = l.sendCount * sizeof(T);
     const int count = static_cast<int>(std::min<size_t>(l.sendCount, INT_MAX));
-    switch (call.kind) {
-      case CollKind::kAllReduce:
+    switch (*call.coll->collective) {
+      case strataCollAllReduce:
         if (algorithm == "ring") {
           auto opts = std::make_shared<gloo::AllreduceOptions>(context_);
           opts->setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
@@ -365,7 +334,7 @@ class GlooBaseline : public Baseline {
           return copyThenRun(algo, call, bytes);
         }
         return {};
-      case CollKind::kReduceScatter: {
+      case strataCollReduceScatter: {
         // Reduces the whole buffer in place and leaves this rank's block at its start; recv has room for it
         // all (strata-perf's buffers hold maxbytes).
         const std::vector<int> recvElems(static_cast<size_t>(s_.nranks), static_cast<int>(l.recvCount));
@@ -373,7 +342,7 @@ class GlooBaseline : public Baseline {
                                                                             recvElems, classFn);
         return copyThenRun(algo, call, bytes);
       }
-      case CollKind::kReduce: {
+      case strataCollReduce: {
         auto opts = std::make_shared<gloo::ReduceOptions>(context_);
         opts->setInput(send, l.paramCount);
         opts->setOutput(recv, l.paramCount);
@@ -381,8 +350,7 @@ class GlooBaseline : public Baseline {
         opts->setReduceFunction(fn);
         return [opts] { gloo::reduce(*opts); };
       }
-      default:
-        return {};
+      default: return {};
     }
   }
 
@@ -393,8 +361,20 @@ class GlooBaseline : public Baseline {
     uint8_t* send = static_cast<uint8_t*>(const_cast<void*>(call.send));
     uint8_t* recv = static_cast<uint8_t*>(call.recv);
     const size_t sendBytes = l.sendCount * eltSize, recvBytes = l.recvCount * eltSize;
-    switch (call.kind) {
-      case CollKind::kAllGather:
+    if (call.coll->isSendRecv()) {
+      std::shared_ptr<gloo::transport::UnboundBuffer> out = context_->createUnboundBuffer(send, sendBytes);
+      std::shared_ptr<gloo::transport::UnboundBuffer> in = context_->createUnboundBuffer(recv, recvBytes);
+      const uint64_t slot = static_cast<uint64_t>(context_->nextSlot());
+      const int next = (s_.rank + 1) % s_.nranks, prev = (s_.rank + s_.nranks - 1) % s_.nranks;
+      const auto timeout = context_->getTimeout();
+      return [out, in, slot, next, prev, timeout] {
+        in->recv(prev, slot);
+        out->send(next, slot);
+        if (!in->waitRecv(timeout) || !out->waitSend(timeout)) throw std::runtime_error("send/recv aborted");
+      };
+    }
+    switch (*call.coll->collective) {
+      case strataCollAllGather:
         if (algorithm == "allgather") {
           auto opts = std::make_shared<gloo::AllgatherOptions>(context_);
           opts->setInput(send, sendBytes);
@@ -407,33 +387,20 @@ class GlooBaseline : public Baseline {
           return [algo] { algo->run(); };
         }
         return {};
-      case CollKind::kBroadcast: {
+      case strataCollBroadcast: {
         auto opts = std::make_shared<gloo::BroadcastOptions>(context_);
         if (s_.rank == call.root) opts->setInput(send, sendBytes);
         opts->setOutput(recv, recvBytes);
         opts->setRoot(call.root);
         return [opts] { gloo::broadcast(*opts); };
       }
-      case CollKind::kAllToAll: {
+      case strataCollAllToAll: {
         auto opts = std::make_shared<gloo::AlltoallOptions>(context_);
         opts->setInput(send, sendBytes);
         opts->setOutput(recv, recvBytes);
         return [opts] { gloo::alltoall(*opts); };
       }
-      case CollKind::kSendRecv: {
-        std::shared_ptr<gloo::transport::UnboundBuffer> out = context_->createUnboundBuffer(send, sendBytes);
-        std::shared_ptr<gloo::transport::UnboundBuffer> in = context_->createUnboundBuffer(recv, recvBytes);
-        const uint64_t slot = static_cast<uint64_t>(context_->nextSlot());
-        const int next = (s_.rank + 1) % s_.nranks, prev = (s_.rank + s_.nranks - 1) % s_.nranks;
-        const auto timeout = context_->getTimeout();
-        return [out, in, slot, next, prev, timeout] {
-          in->recv(prev, slot);
-          out->send(next, slot);
-          if (!in->waitRecv(timeout) || !out->waitSend(timeout)) throw std::runtime_error("send/recv aborted");
-        };
-      }
-      default:
-        return {};
+      default: return {};
     }
   }
 

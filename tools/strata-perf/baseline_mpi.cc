@@ -27,65 +27,40 @@ std::string mpiErrorText(int code) {
 // The MPI type a reduction runs on; MPI_DATATYPE_NULL where MPI has none (the 16- and 8-bit floats).
 MPI_Datatype reductionType(strataDataType_t type) {
   switch (type) {
-    case strataInt8:
-      return MPI_INT8_T;
-    case strataUint8:
-      return MPI_UINT8_T;
-    case strataInt32:
-      return MPI_INT32_T;
-    case strataUint32:
-      return MPI_UINT32_T;
-    case strataInt64:
-      return MPI_INT64_T;
-    case strataUint64:
-      return MPI_UINT64_T;
-    case strataFloat32:
-      return MPI_FLOAT;
-    case strataFloat64:
-      return MPI_DOUBLE;
-    default:
-      return MPI_DATATYPE_NULL;
+    case strataInt8: return MPI_INT8_T;
+    case strataUint8: return MPI_UINT8_T;
+    case strataInt32: return MPI_INT32_T;
+    case strataUint32: return MPI_UINT32_T;
+    case strataInt64: return MPI_INT64_T;
+    case strataUint64: return MPI_UINT64_T;
+    case strataFloat32: return MPI_FLOAT;
+    case strataFloat64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;
   }
 }
 
 // MPI_OP_NULL for avg: MPI has no average.
 MPI_Op reductionOp(strataRedOp_t op) {
   switch (op) {
-    case strataSum:
-      return MPI_SUM;
-    case strataProd:
-      return MPI_PROD;
-    case strataMax:
-      return MPI_MAX;
-    case strataMin:
-      return MPI_MIN;
-    default:
-      return MPI_OP_NULL;
+    case strataSum: return MPI_SUM;
+    case strataProd: return MPI_PROD;
+    case strataMax: return MPI_MAX;
+    case strataMin: return MPI_MIN;
+    default: return MPI_OP_NULL;
   }
 }
 
-const char* callName(CollKind kind) {
-  switch (kind) {
-    case CollKind::kAllReduce:
-      return "MPI_Allreduce";
-    case CollKind::kReduceScatter:
-      return "MPI_Reduce_scatter_block";
-    case CollKind::kAllGather:
-      return "MPI_Allgather";
-    case CollKind::kBroadcast:
-      return "MPI_Bcast";
-    case CollKind::kReduce:
-      return "MPI_Reduce";
-    case CollKind::kAllToAll:
-      return "MPI_Alltoall";
-    case CollKind::kSendRecv:
-      return "MPI_Sendrecv";
+const char* callName(const CollSpec& coll) {
+  if (coll.isSendRecv()) return "MPI_Sendrecv";
+  switch (*coll.collective) {
+    case strataCollAllReduce: return "MPI_Allreduce";
+    case strataCollReduceScatter: return "MPI_Reduce_scatter_block";
+    case strataCollAllGather: return "MPI_Allgather";
+    case strataCollBroadcast: return "MPI_Bcast";
+    case strataCollReduce: return "MPI_Reduce";
+    case strataCollAllToAll: return "MPI_Alltoall";
   }
   return "?";
-}
-
-bool reduces(CollKind kind) {
-  return kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter || kind == CollKind::kReduce;
 }
 
 // One MPI call on fixed buffers. Collectives that only move data move bytes, so every type is supported.
@@ -94,7 +69,7 @@ class MpiCollective : public BaselineCollective {
   MpiCollective(MPI_Comm comm, const BaselineCall& call, int rank, int nranks)
       : comm_(comm), call_(call), rank_(rank), nranks_(nranks) {
     const size_t eltSize = call.type->size;
-    if (reduces(call.kind)) {
+    if (call.coll->reduces) {
       type_ = reductionType(call.type->type);
       op_ = reductionOp(call.op);
       count_ = static_cast<int>(call.layout.paramCount);
@@ -108,7 +83,7 @@ class MpiCollective : public BaselineCollective {
   void run() override {
     const int rc = issue();
     if (rc != MPI_SUCCESS) {
-      throw BaselineError(std::string("rank ") + std::to_string(rank_) + ": " + callName(call_.kind) + " (count " +
+      throw BaselineError(std::string("rank ") + std::to_string(rank_) + ": " + callName(*call_.coll) + " (count " +
                           std::to_string(count_) + ") failed: " + mpiErrorText(rc));
     }
   }
@@ -116,27 +91,22 @@ class MpiCollective : public BaselineCollective {
  private:
   int issue() {
     void* send = const_cast<void*>(call_.send);
-    switch (call_.kind) {
-      case CollKind::kAllReduce:
-        return MPI_Allreduce(send, call_.recv, count_, type_, op_, comm_);
-      case CollKind::kReduceScatter:
-        return MPI_Reduce_scatter_block(send, call_.recv, count_, type_, op_, comm_);
-      case CollKind::kAllGather:
-        return MPI_Allgather(send, count_, type_, call_.recv, count_, type_, comm_);
-      case CollKind::kBroadcast:
+    if (call_.coll->isSendRecv()) {
+      // nccl-tests' sendrecv: every rank sends to the next and receives from the previous.
+      const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
+      return MPI_Sendrecv(send, count_, type_, next, 0, call_.recv, count_, type_, prev, 0, comm_, MPI_STATUS_IGNORE);
+    }
+    switch (*call_.coll->collective) {
+      case strataCollAllReduce: return MPI_Allreduce(send, call_.recv, count_, type_, op_, comm_);
+      case strataCollReduceScatter: return MPI_Reduce_scatter_block(send, call_.recv, count_, type_, op_, comm_);
+      case strataCollAllGather: return MPI_Allgather(send, count_, type_, call_.recv, count_, type_, comm_);
+      case strataCollBroadcast:
         // MPI_Bcast works in place; out of place, the root's receive buffer gets its copy first (as NCCL's
         // root copies sendbuff to recvbuff).
         if (rank_ == call_.root && bytes_ > 0) std::memcpy(call_.recv, call_.send, bytes_);
         return MPI_Bcast(call_.recv, count_, type_, call_.root, comm_);
-      case CollKind::kReduce:
-        return MPI_Reduce(send, call_.recv, count_, type_, op_, call_.root, comm_);
-      case CollKind::kAllToAll:
-        return MPI_Alltoall(send, count_, type_, call_.recv, count_, type_, comm_);
-      case CollKind::kSendRecv: {
-        // nccl-tests' sendrecv: every rank sends to the next and receives from the previous.
-        const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
-        return MPI_Sendrecv(send, count_, type_, next, 0, call_.recv, count_, type_, prev, 0, comm_, MPI_STATUS_IGNORE);
-      }
+      case strataCollReduce: return MPI_Reduce(send, call_.recv, count_, type_, op_, call_.root, comm_);
+      case strataCollAllToAll: return MPI_Alltoall(send, count_, type_, call_.recv, count_, type_, comm_);
     }
     return MPI_ERR_OTHER;
   }
@@ -203,13 +173,13 @@ class MpiBaseline : public Baseline {
 
   std::vector<std::string> algorithms(const BaselineCall& call) const override {
     // MPI counts are ints; collectives that only move data count bytes.
-    const size_t units = reduces(call.kind) ? call.layout.paramCount : call.layout.paramCount * call.type->size;
+    const bool reduces = call.coll->reduces;
+    const size_t units = reduces ? call.layout.paramCount : call.layout.paramCount * call.type->size;
     if (units > static_cast<size_t>(INT_MAX)) return {};
-    if (reduces(call.kind) &&
-        (reductionType(call.type->type) == MPI_DATATYPE_NULL || reductionOp(call.op) == MPI_OP_NULL)) {
+    if (reduces && (reductionType(call.type->type) == MPI_DATATYPE_NULL || reductionOp(call.op) == MPI_OP_NULL)) {
       return {};
     }
-    return {callName(call.kind)};
+    return {callName(*call.coll)};
   }
 
   std::unique_ptr<BaselineCollective> prepare(const BaselineCall& call, const std::string&) override {

@@ -81,43 +81,38 @@ class NcclCollective final : public BaselineCollective {
     const int op = static_cast<int>(call_.op);
     const size_t count = call_.layout.paramCount;
     ncclResult r = 0;
-    switch (call_.kind) {
-      case CollKind::kAllReduce:
-        r = api_.allReduce(call_.send, call_.recv, count, t, op, comm_, stream_);
-        break;
-      case CollKind::kReduceScatter:
-        r = api_.reduceScatter(call_.send, call_.recv, count, t, op, comm_, stream_);
-        break;
-      case CollKind::kAllGather:
-        r = api_.allGather(call_.send, call_.recv, count, t, comm_, stream_);
-        break;
-      case CollKind::kBroadcast:
-        r = api_.broadcast(call_.send, call_.recv, count, t, call_.root, comm_, stream_);
-        break;
-      case CollKind::kReduce:
-        r = api_.reduce(call_.send, call_.recv, count, t, op, call_.root, comm_, stream_);
-        break;
-      case CollKind::kAllToAll: {
-        // NCCL's all-to-all, as nccl-tests runs it: one group of sends and receives.
-        const size_t bytes = count * call_.type->size;
-        r = api_.groupStart();
-        for (int p = 0; p < n_ && r == 0; ++p) {
-          r = api_.send(static_cast<const char*>(call_.send) + static_cast<size_t>(p) * bytes, count, t, p, comm_,
-                        stream_);
-          if (r == 0)
-            r = api_.recv(static_cast<char*>(call_.recv) + static_cast<size_t>(p) * bytes, count, t, p, comm_, stream_);
+    if (call_.coll->isSendRecv()) {
+      r = api_.groupStart();
+      if (r == 0) r = api_.send(call_.send, count, t, (rank_ + 1) % n_, comm_, stream_);
+      if (r == 0) r = api_.recv(call_.recv, count, t, (rank_ + n_ - 1) % n_, comm_, stream_);
+      const ncclResult e = api_.groupEnd();
+      if (r == 0) r = e;
+    } else {
+      switch (*call_.coll->collective) {
+        case strataCollAllReduce: r = api_.allReduce(call_.send, call_.recv, count, t, op, comm_, stream_); break;
+        case strataCollReduceScatter:
+          r = api_.reduceScatter(call_.send, call_.recv, count, t, op, comm_, stream_);
+          break;
+        case strataCollAllGather: r = api_.allGather(call_.send, call_.recv, count, t, comm_, stream_); break;
+        case strataCollBroadcast:
+          r = api_.broadcast(call_.send, call_.recv, count, t, call_.root, comm_, stream_);
+          break;
+        case strataCollReduce: r = api_.reduce(call_.send, call_.recv, count, t, op, call_.root, comm_, stream_); break;
+        case strataCollAllToAll: {
+          // NCCL's all-to-all, as nccl-tests runs it: one group of sends and receives.
+          const size_t bytes = count * call_.type->size;
+          r = api_.groupStart();
+          for (int p = 0; p < n_ && r == 0; ++p) {
+            r = api_.send(static_cast<const char*>(call_.send) + static_cast<size_t>(p) * bytes, count, t, p, comm_,
+                          stream_);
+            if (r == 0)
+              r = api_.recv(static_cast<char*>(call_.recv) + static_cast<size_t>(p) * bytes, count, t, p, comm_,
+                            stream_);
+          }
+          const ncclResult e = api_.groupEnd();
+          if (r == 0) r = e;
+          break;
         }
-        const ncclResult e = api_.groupEnd();
-        if (r == 0) r = e;
-        break;
-      }
-      case CollKind::kSendRecv: {
-        r = api_.groupStart();
-        if (r == 0) r = api_.send(call_.send, count, t, (rank_ + 1) % n_, comm_, stream_);
-        if (r == 0) r = api_.recv(call_.recv, count, t, (rank_ + n_ - 1) % n_, comm_, stream_);
-        const ncclResult e = api_.groupEnd();
-        if (r == 0) r = e;
-        break;
       }
     }
     if (r != 0)

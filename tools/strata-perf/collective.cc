@@ -4,15 +4,19 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace strata::perf {
 namespace {
 
 const CollSpec kColls[] = {
-    {CollKind::kAllReduce, "allreduce", true, false},  {CollKind::kReduceScatter, "reducescatter", true, false},
-    {CollKind::kAllGather, "allgather", false, false}, {CollKind::kBroadcast, "broadcast", false, true},
-    {CollKind::kReduce, "reduce", true, true},         {CollKind::kAllToAll, "alltoall", false, false},
-    {CollKind::kSendRecv, "sendrecv", false, false},
+    {"allreduce", strataCollAllReduce, "strataAllReduce", true, false},
+    {"reducescatter", strataCollReduceScatter, "strataReduceScatter", true, false},
+    {"allgather", strataCollAllGather, "strataAllGather", false, false},
+    {"broadcast", strataCollBroadcast, "strataBroadcast", false, true},
+    {"reduce", strataCollReduce, "strataReduce", true, true},
+    {"alltoall", strataCollAllToAll, "strataAllToAll", false, false},
+    {"sendrecv", std::nullopt, "strataSend/strataRecv", false, false},
 };
 
 // splitmix64: a well-mixed 64-bit value per (rank, index), so neighbouring elements and ranks differ.
@@ -29,20 +33,13 @@ uint64_t mix(int rank, size_t index) {
 // type between steps, so each of them must be exact, not only the final one).
 double exactBound(const DtypeInfo& t) {
   switch (t.type) {
-    case strataInt8:
-      return 127;
-    case strataUint8:
-      return 250;
-    case strataFloat16:
-      return 2048;
-    case strataBfloat16:
-      return 256;
-    case strataFloat8e4m3:
-      return 16;
-    case strataFloat8e5m2:
-      return 8;
-    default:
-      return 1 << 20;
+    case strataInt8: return 127;
+    case strataUint8: return 250;
+    case strataFloat16: return 2048;
+    case strataBfloat16: return 256;
+    case strataFloat8e4m3: return 16;
+    case strataFloat8e5m2: return 8;
+    default: return 1 << 20;
   }
 }
 
@@ -50,38 +47,26 @@ double exactBound(const DtypeInfo& t) {
 int64_t sumAmplitude(const DtypeInfo& t) {
   switch (t.type) {
     case strataFloat8e4m3:
-    case strataFloat8e5m2:
-      return 1;
-    case strataBfloat16:
-      return 2;
+    case strataFloat8e5m2: return 1;
+    case strataBfloat16: return 2;
     case strataInt8:
     case strataUint8:
-    case strataFloat16:
-      return 3;
-    default:
-      return 5;
+    case strataFloat16: return 3;
+    default: return 5;
   }
 }
 
 // Range of the inputs of collectives that only move data: any value the type holds exactly.
 int64_t movementRange(const DtypeInfo& t) {
   switch (t.type) {
-    case strataInt8:
-      return 100;
-    case strataUint8:
-      return 200;
-    case strataFloat8e4m3:
-      return 16;
-    case strataFloat8e5m2:
-      return 8;
-    case strataFloat16:
-      return 2048;
-    case strataBfloat16:
-      return 256;
-    case strataFloat32:
-      return 1 << 24;
-    default:
-      return int64_t{1} << 30;
+    case strataInt8: return 100;
+    case strataUint8: return 200;
+    case strataFloat8e4m3: return 16;
+    case strataFloat8e5m2: return 8;
+    case strataFloat16: return 2048;
+    case strataBfloat16: return 256;
+    case strataFloat32: return 1 << 24;
+    default: return int64_t{1} << 30;
   }
 }
 
@@ -122,18 +107,10 @@ Expected reduceOverRanks(const CheckContext& ctx, size_t index) {
     double v = inputValue(ctx, q, index);
     magnitude += std::fabs(v);
     switch (ctx.op) {
-      case strataProd:
-        acc *= v;
-        break;
-      case strataMax:
-        acc = v > acc ? v : acc;
-        break;
-      case strataMin:
-        acc = v < acc ? v : acc;
-        break;
-      default:
-        acc += v;
-        break;  // sum, avg
+      case strataProd: acc *= v; break;
+      case strataMax: acc = v > acc ? v : acc; break;
+      case strataMin: acc = v < acc ? v : acc; break;
+      default: acc += v; break;  // sum, avg
     }
   }
   if (ctx.op == strataAvg) {
@@ -146,20 +123,15 @@ Expected reduceOverRanks(const CheckContext& ctx, size_t index) {
 Expected expectedValue(const CheckContext& ctx, size_t k) {
   const Layout& l = ctx.layout;
   const size_t r = static_cast<size_t>(ctx.rank);
-  switch (ctx.coll->kind) {
-    case CollKind::kAllReduce:
-    case CollKind::kReduce:
-      return reduceOverRanks(ctx, k);
-    case CollKind::kReduceScatter:
-      return reduceOverRanks(ctx, r * l.recvCount + k);
-    case CollKind::kAllGather:
-      return {inputValue(ctx, static_cast<int>(k / l.paramCount), k % l.paramCount), 0};
-    case CollKind::kBroadcast:
-      return {inputValue(ctx, ctx.root, k), 0};
-    case CollKind::kAllToAll:
+  if (ctx.coll->isSendRecv()) return {inputValue(ctx, (ctx.rank + ctx.nranks - 1) % ctx.nranks, k), 0};
+  switch (*ctx.coll->collective) {
+    case strataCollAllReduce:
+    case strataCollReduce: return reduceOverRanks(ctx, k);
+    case strataCollReduceScatter: return reduceOverRanks(ctx, r * l.recvCount + k);
+    case strataCollAllGather: return {inputValue(ctx, static_cast<int>(k / l.paramCount), k % l.paramCount), 0};
+    case strataCollBroadcast: return {inputValue(ctx, ctx.root, k), 0};
+    case strataCollAllToAll:
       return {inputValue(ctx, static_cast<int>(k / l.paramCount), r * l.paramCount + k % l.paramCount), 0};
-    case CollKind::kSendRecv:
-      return {inputValue(ctx, (ctx.rank + ctx.nranks - 1) % ctx.nranks, k), 0};
   }
   return {NAN, 0};
 }
@@ -177,60 +149,65 @@ const CollSpec* findColl(std::string_view name) {
   // nccl-tests' binary names, minus "_perf", are accepted too.
   static const struct {
     const char* alias;
-    CollKind kind;
-  } kAliases[] = {{"all_reduce", CollKind::kAllReduce},
-                  {"reduce_scatter", CollKind::kReduceScatter},
-                  {"all_gather", CollKind::kAllGather},
-                  {"all_to_all", CollKind::kAllToAll}};
+    const char* name;
+  } kAliases[] = {{"all_reduce", "allreduce"},
+                  {"reduce_scatter", "reducescatter"},
+                  {"all_gather", "allgather"},
+                  {"all_to_all", "alltoall"}};
+  for (const auto& a : kAliases) {
+    if (name == a.alias) name = a.name;
+  }
   for (const CollSpec& c : kColls) {
     if (name == c.name) return &c;
-  }
-  for (const auto& a : kAliases) {
-    if (name == a.alias) return &kColls[static_cast<size_t>(a.kind)];
   }
   return nullptr;
 }
 
-const char* collNames() { return "allreduce|reducescatter|allgather|broadcast|reduce|alltoall|sendrecv"; }
+const char* collNames() {
+  static const std::string names = [] {
+    std::string list;
+    for (const CollSpec& c : kColls) list += (list.empty() ? "" : "|") + std::string(c.name);
+    return list;
+  }();
+  return names.c_str();
+}
 
-double busBandwidthFactor(CollKind kind, int nranks) {
+double busBandwidthFactor(const CollSpec& coll, int nranks) {
   const double n = nranks;
-  switch (kind) {
-    case CollKind::kAllReduce:
-      return 2.0 * (n - 1) / n;
-    case CollKind::kReduceScatter:
-    case CollKind::kAllGather:
-    case CollKind::kAllToAll:
-      return (n - 1) / n;
-    case CollKind::kBroadcast:
-    case CollKind::kReduce:
-    case CollKind::kSendRecv:
-      return 1.0;
+  if (coll.isSendRecv()) return 1.0;
+  switch (*coll.collective) {
+    case strataCollAllReduce: return 2.0 * (n - 1) / n;
+    case strataCollReduceScatter:
+    case strataCollAllGather:
+    case strataCollAllToAll: return (n - 1) / n;
+    case strataCollBroadcast:
+    case strataCollReduce: return 1.0;
   }
   return 1.0;
 }
 
-Layout layoutFor(CollKind kind, size_t bytes, size_t eltSize, int nranks) {
+Layout layoutFor(const CollSpec& coll, size_t bytes, size_t eltSize, int nranks) {
   const size_t count = bytes / eltSize;
   const size_t n = static_cast<size_t>(nranks);
   const size_t perRank = count / n;
   Layout l;
-  switch (kind) {
-    case CollKind::kAllReduce:
-    case CollKind::kBroadcast:
-    case CollKind::kReduce:
-    case CollKind::kSendRecv:
-      l.sendCount = l.recvCount = l.paramCount = count;
-      break;
-    case CollKind::kReduceScatter:
+  if (coll.isSendRecv()) {
+    l.sendCount = l.recvCount = l.paramCount = count;
+    return l;
+  }
+  switch (*coll.collective) {
+    case strataCollAllReduce:
+    case strataCollBroadcast:
+    case strataCollReduce: l.sendCount = l.recvCount = l.paramCount = count; break;
+    case strataCollReduceScatter:
       l.sendCount = perRank * n;
       l.recvCount = l.paramCount = l.recvInplaceOffset = perRank;
       break;
-    case CollKind::kAllGather:
+    case strataCollAllGather:
       l.sendCount = l.paramCount = l.sendInplaceOffset = perRank;
       l.recvCount = perRank * n;
       break;
-    case CollKind::kAllToAll:
+    case strataCollAllToAll:
       l.sendCount = l.recvCount = perRank * n;
       l.paramCount = perRank;
       break;
@@ -245,33 +222,27 @@ RunBuffers runBuffers(const Layout& layout, size_t eltSize, void* sendbuff, void
   return {base + layout.sendInplaceOffset * r * eltSize, base + layout.recvInplaceOffset * r * eltSize};
 }
 
-strataResult_t runCollective(CollKind kind, const RunBuffers& b, const Layout& l, strataDataType_t type,
+strataResult_t runCollective(const CollSpec& coll, const RunBuffers& b, const Layout& l, strataDataType_t type,
                              strataRedOp_t op, int root, strataComm_t comm, int rank, int nranks,
                              strataStream_t stream) {
-  switch (kind) {
-    case CollKind::kAllReduce:
-      return strataAllReduce(b.send, b.recv, l.paramCount, type, op, comm, stream);
-    case CollKind::kReduceScatter:
-      return strataReduceScatter(b.send, b.recv, l.paramCount, type, op, comm, stream);
-    case CollKind::kAllGather:
-      return strataAllGather(b.send, b.recv, l.paramCount, type, comm, stream);
-    case CollKind::kBroadcast:
-      return strataBroadcast(b.send, b.recv, l.paramCount, type, root, comm, stream);
-    case CollKind::kReduce:
-      return strataReduce(b.send, b.recv, l.paramCount, type, op, root, comm, stream);
-    case CollKind::kAllToAll:
-      return strataAllToAll(b.send, b.recv, l.paramCount, type, comm, stream);
-    case CollKind::kSendRecv: {
-      // nccl-tests' sendrecv: every rank sends to the next and receives from the previous, as one group.
-      strataResult_t rc = strataGroupStart();
-      if (rc != strataSuccess) return rc;
-      strataResult_t sendRc = strataSend(b.send, l.paramCount, type, (rank + 1) % nranks, comm, stream);
-      strataResult_t recvRc = strataRecv(b.recv, l.paramCount, type, (rank + nranks - 1) % nranks, comm, stream);
-      rc = strataGroupEnd();
-      if (sendRc != strataSuccess) return sendRc;
-      if (recvRc != strataSuccess) return recvRc;
-      return rc;
-    }
+  if (coll.isSendRecv()) {
+    // nccl-tests' sendrecv: every rank sends to the next and receives from the previous, as one group.
+    strataResult_t rc = strataGroupStart();
+    if (rc != strataSuccess) return rc;
+    strataResult_t sendRc = strataSend(b.send, l.paramCount, type, (rank + 1) % nranks, comm, stream);
+    strataResult_t recvRc = strataRecv(b.recv, l.paramCount, type, (rank + nranks - 1) % nranks, comm, stream);
+    rc = strataGroupEnd();
+    if (sendRc != strataSuccess) return sendRc;
+    if (recvRc != strataSuccess) return recvRc;
+    return rc;
+  }
+  switch (*coll.collective) {
+    case strataCollAllReduce: return strataAllReduce(b.send, b.recv, l.paramCount, type, op, comm, stream);
+    case strataCollReduceScatter: return strataReduceScatter(b.send, b.recv, l.paramCount, type, op, comm, stream);
+    case strataCollAllGather: return strataAllGather(b.send, b.recv, l.paramCount, type, comm, stream);
+    case strataCollBroadcast: return strataBroadcast(b.send, b.recv, l.paramCount, type, root, comm, stream);
+    case strataCollReduce: return strataReduce(b.send, b.recv, l.paramCount, type, op, root, comm, stream);
+    case strataCollAllToAll: return strataAllToAll(b.send, b.recv, l.paramCount, type, comm, stream);
   }
   return strataInvalidArgument;
 }
@@ -294,7 +265,7 @@ void fillInputs(const CheckContext& ctx, void* sendbuff, void* recvbuff, bool in
 }
 
 ResultRegion resultRegion(const CheckContext& ctx, void* recvbuff, bool inPlace) {
-  if (ctx.coll->kind == CollKind::kReduce && ctx.rank != ctx.root) return {recvbuff, 0};
+  if (ctx.coll->is(strataCollReduce) && ctx.rank != ctx.root) return {recvbuff, 0};
   RunBuffers b = runBuffers(ctx.layout, ctx.type->size, recvbuff, recvbuff, inPlace, ctx.rank);
   return {b.recv, ctx.layout.recvCount};
 }

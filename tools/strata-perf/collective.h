@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "dtype.h"
@@ -11,20 +12,24 @@
 
 namespace strata::perf {
 
-enum class CollKind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll, kSendRecv };
-
+/// What strata-perf measures: one of the library's collectives, named by the public strataCollective_t, or
+/// nccl-tests' sendrecv benchmark, which is no collective of the library: each rank strataSend()s to the
+/// next and strataRecv()s from the previous, in one group.
 struct CollSpec {
-  CollKind kind;
-  const char* name;  // command-line name, also the collective's name in STRATA_ALGO
-  bool reduces;      // takes an op
-  bool rooted;       // takes a root
+  const char* name;                              // command-line name, also the collective's name in STRATA_ALGO
+  std::optional<strataCollective_t> collective;  // none: the sendrecv benchmark
+  const char* call;                              // the API call it makes, for error messages
+  bool reduces;                                  // takes an op
+  bool rooted;                                   // takes a root
+  bool isSendRecv() const { return !collective.has_value(); }
+  bool is(strataCollective_t c) const { return collective == c; }
 };
 /// The collective with this name ("allreduce", ..., also nccl-tests' "all_reduce"), or nullptr.
 const CollSpec* findColl(std::string_view name);
 const char* collNames();  // "allreduce|reducescatter|..." for usage text
 
 /// nccl-tests' busbw = algbw x this factor (the fraction of the data each rank must send on the wire).
-double busBandwidthFactor(CollKind kind, int nranks);
+double busBandwidthFactor(const CollSpec& coll, int nranks);
 
 /// Element counts of one run, as nccl-tests' getCollByteCount defines them.
 struct Layout {
@@ -37,7 +42,7 @@ struct Layout {
   size_t reportedBytes(size_t eltSize) const { return (sendCount > recvCount ? sendCount : recvCount) * eltSize; }
 };
 /// The layout for a run of `bytes` (nccl-tests' size parameter: count = bytes / element size).
-Layout layoutFor(CollKind kind, size_t bytes, size_t eltSize, int nranks);
+Layout layoutFor(const CollSpec& coll, size_t bytes, size_t eltSize, int nranks);
 
 /// The buffers of one run: where this rank sends from and receives into.
 struct RunBuffers {
@@ -47,7 +52,7 @@ struct RunBuffers {
 RunBuffers runBuffers(const Layout& layout, size_t eltSize, void* sendbuff, void* recvbuff, bool inPlace, int rank);
 
 /// Issues one collective: blocking on host buffers (stream NULL), or enqueued on `stream` for device buffers.
-strataResult_t runCollective(CollKind kind, const RunBuffers& bufs, const Layout& layout, strataDataType_t type,
+strataResult_t runCollective(const CollSpec& coll, const RunBuffers& bufs, const Layout& layout, strataDataType_t type,
                              strataRedOp_t op, int root, strataComm_t comm, int rank, int nranks,
                              strataStream_t stream = nullptr);
 

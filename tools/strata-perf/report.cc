@@ -21,7 +21,6 @@ std::string formatTime(double us) {
   return buf;
 }
 
-
 std::string jsonNumber(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[64];
@@ -62,6 +61,19 @@ void writeBaselineJson(FILE* f, const std::string& name, const BaselineMeasureme
 }
 
 }  // namespace
+
+void printRunHeader(FILE* out, const RunInfo& info) {
+  const bool byFactor = info.stepFactor > 1;
+  std::fprintf(out,
+               "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: 1 "
+               "validation: %d graph: 0\n",
+               info.minBytes, info.maxBytes, byFactor ? info.stepFactor : info.stepBytes, byFactor ? "factor" : "bytes",
+               info.warmupIters, info.iters, info.check > 0 ? 1 : 0);
+  for (const BaselineInfo& b : info.baselines) {
+    std::fprintf(out, "# Baseline %s: %s\n", b.name.c_str(), b.version.c_str());
+  }
+  std::fprintf(out, "#\n# Using devices\n");
+}
 
 void printTableHeader(FILE* out, const std::vector<BaselineInfo>& baselines, bool membound) {
   // Each measurement takes 32 characters: nccl-tests' two, then one per baseline.
@@ -108,15 +120,46 @@ void printTableRow(FILE* out, const Row& row) {
   std::fprintf(out, "\n");
 }
 
-void printTableFooter(FILE* out, int failedRuns, double avgBusBw) {
-  std::fprintf(out, "# Out of bounds values : %d %s\n", failedRuns, failedRuns ? "FAILED" : "OK");
-  std::fprintf(out, "# Avg bus bandwidth    : %g \n", avgBusBw);
-  std::fprintf(out, "#\n");
+bool RunSummary::failed() const {
+  if (failedRuns > 0) return true;
+  for (int f : baselineFailedRuns) {
+    if (f > 0) return true;
+  }
+  return false;
 }
 
-void printBaselineFooter(FILE* out, const BaselineInfo& baseline, int failedRuns, double avgBusBw) {
-  std::fprintf(out, "# Baseline %-10s : wrong results in %d runs %s, avg bus bandwidth %g\n", baseline.name.c_str(),
-               failedRuns, failedRuns ? "FAILED" : "OK", avgBusBw);
+RunSummary summarize(const std::vector<Row>& rows, size_t baselines) {
+  RunSummary s;
+  double busBwSum = 0;
+  for (const Row& r : rows) {
+    s.failedRuns += (r.outOfPlace.wrong > 0) + (r.inPlace.wrong > 0);
+    busBwSum += r.outOfPlace.busBw + r.inPlace.busBw;
+  }
+  s.avgBusBw = rows.empty() ? 0.0 : busBwSum / static_cast<double>(2 * rows.size());
+  s.baselineFailedRuns.assign(baselines, 0);
+  s.baselineAvgBusBw.assign(baselines, 0.0);
+  for (size_t b = 0; b < baselines; ++b) {
+    size_t measured = 0;
+    for (const Row& r : rows) {
+      if (!r.baselines[b].supported) continue;
+      s.baselineFailedRuns[b] += r.baselines[b].m.wrong > 0;
+      s.baselineAvgBusBw[b] += r.baselines[b].m.busBw;
+      ++measured;
+    }
+    if (measured > 0) s.baselineAvgBusBw[b] /= static_cast<double>(measured);
+  }
+  return s;
+}
+
+void printRunFooter(FILE* out, const RunInfo& info, const RunSummary& summary) {
+  std::fprintf(out, "# Out of bounds values : %d %s\n", summary.failedRuns, summary.failedRuns ? "FAILED" : "OK");
+  std::fprintf(out, "# Avg bus bandwidth    : %g \n", summary.avgBusBw);
+  std::fprintf(out, "#\n");
+  for (size_t b = 0; b < info.baselines.size(); ++b) {
+    const int failed = summary.baselineFailedRuns[b];
+    std::fprintf(out, "# Baseline %-10s : wrong results in %d runs %s, avg bus bandwidth %g\n",
+                 info.baselines[b].name.c_str(), failed, failed ? "FAILED" : "OK", summary.baselineAvgBusBw[b]);
+  }
 }
 
 bool writeJson(const std::string& path, const RunInfo& info, const std::vector<Row>& rows, int failedRuns,
@@ -166,7 +209,8 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
       std::fprintf(f, "}");
     }
     if (!std::isnan(r.boundBusBw)) {
-      std::fprintf(f, ", \"membound\": {\"memcpy_time_us\": %s, \"memcpy_aggregate_gbps\": %s, \"bound_busbw_gbps\": %s, "
+      std::fprintf(f,
+                   ", \"membound\": {\"memcpy_time_us\": %s, \"memcpy_aggregate_gbps\": %s, \"bound_busbw_gbps\": %s, "
                    "\"share_of_bound\": %s}",
                    jsonNumber(r.memcpyUs).c_str(), jsonNumber(r.memcpyGBs).c_str(), jsonNumber(r.boundBusBw).c_str(),
                    jsonNumber(r.boundShare).c_str());

@@ -58,15 +58,29 @@ struct RunInfo {
   std::vector<BaselineInfo> baselines;
 };
 
+/// nccl-tests' header: the run's settings, the baselines' versions, and "# Using devices" (each rank's
+/// device line follows).
+void printRunHeader(FILE* out, const RunInfo& info);
+
 /// nccl-tests' column headers (three lines), then four columns per baseline: time, busbw, #wrong, and
 /// "x <name>" (Strata's out-of-place busbw over the baseline's).
 void printTableHeader(FILE* out, const std::vector<BaselineInfo>& baselines = {}, bool membound = false);
 /// One row in nccl-tests' widths, with its newline.
 void printTableRow(FILE* out, const Row& row);
-/// nccl-tests' summary lines.
-void printTableFooter(FILE* out, int failedRuns, double avgBusBw);
-/// A baseline's summary line: its wrong runs and average bus bandwidth.
-void printBaselineFooter(FILE* out, const BaselineInfo& baseline, int failedRuns, double avgBusBw);
+
+/// What the footer says: the runs with a wrong result and the average bus bandwidth, Strata's (over both
+/// modes of every row) and each baseline's (over the rows it could run).
+struct RunSummary {
+  int failedRuns = 0;
+  double avgBusBw = 0;
+  std::vector<int> baselineFailedRuns;  // in RunInfo::baselines' order
+  std::vector<double> baselineAvgBusBw;
+  /// A wrong result, Strata's or a baseline's: a baseline's would compare Strata with a bug.
+  bool failed() const;
+};
+RunSummary summarize(const std::vector<Row>& rows, size_t baselines);
+/// nccl-tests' summary lines, then one line per baseline.
+void printRunFooter(FILE* out, const RunInfo& info, const RunSummary& summary);
 
 /// Writes the run and its rows; returns false (with errno set) if the file cannot be written.
 bool writeJson(const std::string& path, const RunInfo& info, const std::vector<Row>& rows, int failedRuns,
