@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "kernels/reduce.h"
+#include "util/dtype_codec.h"
 
 #ifndef STRATA_KERNEL_ISA
 #error "define STRATA_KERNEL_ISA (0 portable, 1 AVX2, 2 AVX-512, 3 +VBMI) before including kernels/reduce_loops.h"
@@ -33,25 +34,6 @@ namespace {
 // Elements per widening block: two f32 arrays of this size stay in L1.
 constexpr size_t kBlock = 512;
 constexpr size_t kCacheLine = 64;
-
-inline uint32_t bitsOf(float f) {
-  uint32_t u;
-  __builtin_memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-inline float floatOf(uint32_t u) {
-  float f;
-  __builtin_memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-// Branch-free choice on integers. With plain ?: GCC turns the choice into control flow around the float ops and
-// then, because float ops may trap, refuses to vectorize the loop.
-inline uint32_t select(bool cond, uint32_t ifTrue, uint32_t ifFalse) {
-  uint32_t mask = 0u - static_cast<uint32_t>(cond);
-  return (ifTrue & mask) | (ifFalse & ~mask);
-}
 
 // ---- element operators -------------------------------------------------------------------------------
 // Integers go through the unsigned type: wrap-around instead of signed-overflow UB.
@@ -103,70 +85,11 @@ struct OpMin {
   }
 };
 
-// ---- small float formats <-> f32, branch-free so they vectorize ------------------------------------------
-// A format has E exponent bits, M mantissa bits and bias B. kFiniteOnly is the OCP "fn" flavour (e4m3): no
-// infinities, all-ones is NaN, overflow saturates to the largest finite value.
-template <int E, int M, int B, bool kFiniteOnly>
-struct SmallFloat {
-  static constexpr int kExpBits = E;
-  static constexpr int kMantBits = M;
-  static constexpr int kBias = B;
-  static constexpr bool kIsFiniteOnly = kFiniteOnly;
-  static constexpr uint32_t kSignBit = 1u << (E + M);
-  static constexpr uint32_t kExpMask = ((1u << E) - 1) << M;
-  static constexpr uint32_t kMantMask = (1u << M) - 1;
-  static constexpr int kShift = 23 - M;
-  // f32 bits of the smallest normal value of the format.
-  static constexpr uint32_t kMinNormalBits = uint32_t(127 - B + 1) << 23;
-  // Adding this to a value below kMinNormal leaves the format's subnormal mantissa in the low f32 bits, rounded
-  // to nearest even by the FPU: its ulp equals the format's subnormal step.
-  static constexpr uint32_t kDenormMagicBits = uint32_t(127 - B + 23 - M + 1) << 23;
-  // Magnitudes (f32 bits) at or above this overflow: 2^(emax+1) for IEEE-like formats (rounding carries into
-  // the infinity code below it), the largest finite value for finite-only formats (which saturate).
-  static constexpr uint32_t kOverflowBits =
-      kFiniteOnly ? ((uint32_t(127 + (1 << E) - 1 - B) << 23) | ((kMantMask - 1) << kShift))
-                  : uint32_t(127 + (1 << E) - 1 - B) << 23;
-  static constexpr uint32_t kOverflowCode = kFiniteOnly ? (kExpMask | (kMantMask - 1)) : kExpMask;
-  static constexpr uint32_t kNanCode = kFiniteOnly ? (kExpMask | kMantMask) : (kExpMask | (1u << (M - 1)));
-
-  static float decode(uint32_t code) {
-    uint32_t sign = (code & kSignBit) << (31 - E - M);
-    uint32_t em = code & (kSignBit - 1);
-    uint32_t exp = em & kExpMask;
-    uint32_t normal = (em << kShift) + (uint32_t(127 - B) << 23);
-    // Subnormal: rebias as if normal with exponent 1, then subtract the implicit one.
-    uint32_t subnormal = bitsOf(floatOf(normal + (1u << 23)) - floatOf(kMinNormalBits));
-    uint32_t special;
-    bool isSpecial;
-    if constexpr (kFiniteOnly) {
-      isSpecial = em == (kExpMask | kMantMask);
-      special = 0x7fc00000u;
-    } else {
-      isSpecial = exp == kExpMask;
-      special = 0x7f800000u | ((em & kMantMask) << kShift);
-    }
-    uint32_t out = select(exp == 0, subnormal, normal);
-    out = select(isSpecial, special, out);
-    return floatOf(out | sign);
-  }
-
-  static uint32_t encode(float f) {
-    uint32_t u = bitsOf(f);
-    uint32_t sign = (u >> 31) << (E + M);
-    uint32_t mag = u & 0x7fffffffu;
-    uint32_t subnormal = bitsOf(floatOf(mag) + floatOf(kDenormMagicBits)) - kDenormMagicBits;
-    uint32_t odd = (mag >> kShift) & 1;
-    uint32_t normal = (mag + (uint32_t(B - 127) << 23) + ((1u << (kShift - 1)) - 1) + odd) >> kShift;
-    uint32_t out = select(mag < kMinNormalBits, subnormal, normal);
-    out = select(mag >= kOverflowBits, kOverflowCode, out);
-    out = select(mag > 0x7f800000u, kNanCode, out);
-    return out | sign;
-  }
-};
-
-using Half = SmallFloat<5, 10, 15, false>;
-using E4m3 = SmallFloat<4, 3, 7, true>;
-using E5m2 = SmallFloat<5, 2, 15, false>;
+// ---- narrow float formats: the scalar codecs of util/dtype_codec.h, internal to this tier like everything here --
+using dtype_codec::Bf16;
+using dtype_codec::E4m3;
+using dtype_codec::E5m2;
+using dtype_codec::Half;
 
 // ---- codecs: a storage type plus block conversions to and from f32 --------------------------------------------
 template <class Format, class S>
@@ -183,15 +106,13 @@ struct FormatCodec {
 struct Bf16Codec {
   using Storage = uint16_t;
   static void decode(float* __restrict out, const uint16_t* __restrict in, size_t n) {
-    for (size_t i = 0; i < n; ++i) out[i] = floatOf(uint32_t(in[i]) << 16);
+    for (size_t i = 0; i < n; ++i) out[i] = Bf16::decode(in[i]);
   }
-  // Round to nearest even on the bits; NaN keeps its sign and top payload, with the quiet bit set.
   static void encode(uint16_t* __restrict out, const float* __restrict in, size_t n) {
+    // The code, then the store: written as one statement, GCC orders the unrolled tail differently.
     for (size_t i = 0; i < n; ++i) {
-      uint32_t u = bitsOf(in[i]);
-      uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
-      uint32_t nan = (u >> 16) | 0x40u;
-      out[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+      const uint16_t code = Bf16::encode(in[i]);
+      out[i] = code;
     }
   }
 };
