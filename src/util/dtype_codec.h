@@ -155,7 +155,7 @@ struct Bf16 {
     uint32_t u = bitsOf(f);
     uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
     uint32_t nan = (u >> 16) | 0x40u;
-    return (u & 0x7fffffffu) > 0x7f800000u ? uint16_t(nan) : uint16_t(rounded);
+    return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
   }
 };
 
