@@ -35,88 +35,57 @@ namespace {
 template <class Op>
 void reduceByType(void* d, const void* a, const void* b, size_t n, strataDataType_t dt) {
   switch (dt) {
-    case strataInt8:
-      return runReduce<Native<int8_t, Op>>(d, a, b, n);
-    case strataUint8:
-      return runReduce<Native<uint8_t, Op>>(d, a, b, n);
-    case strataInt32:
-      return runReduce<Native<int32_t, Op>>(d, a, b, n);
-    case strataUint32:
-      return runReduce<Native<uint32_t, Op>>(d, a, b, n);
-    case strataInt64:
-      return runReduce<Native<int64_t, Op>>(d, a, b, n);
-    case strataUint64:
-      return runReduce<Native<uint64_t, Op>>(d, a, b, n);
+    case strataInt8: return runReduce<Native<int8_t, Op>>(d, a, b, n);
+    case strataUint8: return runReduce<Native<uint8_t, Op>>(d, a, b, n);
+    case strataInt32: return runReduce<Native<int32_t, Op>>(d, a, b, n);
+    case strataUint32: return runReduce<Native<uint32_t, Op>>(d, a, b, n);
+    case strataInt64: return runReduce<Native<int64_t, Op>>(d, a, b, n);
+    case strataUint64: return runReduce<Native<uint64_t, Op>>(d, a, b, n);
     case strataFloat16:
 #if STRATA_KERNEL_ISA >= 1
       return runFused<HalfFused<Op>>(d, a, b, n);
 #else
       return runReduce<Widened<HalfCodec, Op>>(d, a, b, n);
 #endif
-    case strataFloat32:
-      return runReduce<Native<float, Op>>(d, a, b, n);
-    case strataFloat64:
-      return runReduce<Native<double, Op>>(d, a, b, n);
-    case strataBfloat16:
-      return runReduce<Widened<Bf16Codec, Op>>(d, a, b, n);
+    case strataFloat32: return runReduce<Native<float, Op>>(d, a, b, n);
+    case strataFloat64: return runReduce<Native<double, Op>>(d, a, b, n);
+    case strataBfloat16: return runReduce<Widened<Bf16Codec, Op>>(d, a, b, n);
 #if STRATA_KERNEL_ISA >= 1
-    case strataFloat8e4m3:
-      return runFused<Fp8Fused<E4m3, Op>>(d, a, b, n);
-    case strataFloat8e5m2:
-      return runFused<Fp8Fused<E5m2, Op>>(d, a, b, n);
+    case strataFloat8e4m3: return runFused<Fp8Fused<E4m3, Op>>(d, a, b, n);
+    case strataFloat8e5m2: return runFused<Fp8Fused<E5m2, Op>>(d, a, b, n);
 #else
-    case strataFloat8e4m3:
-      return runReduce<Widened<E4m3Codec, Op>>(d, a, b, n);
-    case strataFloat8e5m2:
-      return runReduce<Widened<E5m2Codec, Op>>(d, a, b, n);
+    case strataFloat8e4m3: return runReduce<Widened<E4m3Codec, Op>>(d, a, b, n);
+    case strataFloat8e5m2: return runReduce<Widened<E5m2Codec, Op>>(d, a, b, n);
 #endif
-    default:
-      return;  // validated by the caller
+    default: return;  // validated by the caller
   }
 }
 
 // Validated by the caller (reduce.cc) before it picks a tier.
 void reduceLoops(void* d, const void* a, const void* b, size_t n, strataDataType_t dt, ReduceKind op) {
   switch (op) {
-    case ReduceKind::kSum:
-      return reduceByType<OpSum>(d, a, b, n, dt);
-    case ReduceKind::kProd:
-      return reduceByType<OpProd>(d, a, b, n, dt);
-    case ReduceKind::kMax:
-      return reduceByType<OpMax>(d, a, b, n, dt);
-    case ReduceKind::kMin:
-      return reduceByType<OpMin>(d, a, b, n, dt);
+    case ReduceKind::kSum: return reduceByType<OpSum>(d, a, b, n, dt);
+    case ReduceKind::kProd: return reduceByType<OpProd>(d, a, b, n, dt);
+    case ReduceKind::kMax: return reduceByType<OpMax>(d, a, b, n, dt);
+    case ReduceKind::kMin: return reduceByType<OpMin>(d, a, b, n, dt);
   }
 }
 
 void scaleLoops(void* d, const void* src, size_t n, strataDataType_t dt, double scalar) {
   switch (dt) {
-    case strataInt8:
-      return NativeScale<int8_t>::run(d, src, n, scalar);
-    case strataUint8:
-      return NativeScale<uint8_t>::run(d, src, n, scalar);
-    case strataInt32:
-      return NativeScale<int32_t>::run(d, src, n, scalar);
-    case strataUint32:
-      return NativeScale<uint32_t>::run(d, src, n, scalar);
-    case strataInt64:
-      return NativeScale<int64_t>::run(d, src, n, scalar);
-    case strataUint64:
-      return NativeScale<uint64_t>::run(d, src, n, scalar);
-    case strataFloat16:
-      return WidenedScale<HalfCodec>::run(d, src, n, scalar);
-    case strataFloat32:
-      return NativeScale<float>::run(d, src, n, scalar);
-    case strataFloat64:
-      return NativeScale<double>::run(d, src, n, scalar);
-    case strataBfloat16:
-      return WidenedScale<Bf16Codec>::run(d, src, n, scalar);
-    case strataFloat8e4m3:
-      return WidenedScale<E4m3Codec>::run(d, src, n, scalar);
-    case strataFloat8e5m2:
-      return WidenedScale<E5m2Codec>::run(d, src, n, scalar);
-    default:
-      return;
+    case strataInt8: return NativeScale<int8_t>::run(d, src, n, scalar);
+    case strataUint8: return NativeScale<uint8_t>::run(d, src, n, scalar);
+    case strataInt32: return NativeScale<int32_t>::run(d, src, n, scalar);
+    case strataUint32: return NativeScale<uint32_t>::run(d, src, n, scalar);
+    case strataInt64: return NativeScale<int64_t>::run(d, src, n, scalar);
+    case strataUint64: return NativeScale<uint64_t>::run(d, src, n, scalar);
+    case strataFloat16: return WidenedScale<HalfCodec>::run(d, src, n, scalar);
+    case strataFloat32: return NativeScale<float>::run(d, src, n, scalar);
+    case strataFloat64: return NativeScale<double>::run(d, src, n, scalar);
+    case strataBfloat16: return WidenedScale<Bf16Codec>::run(d, src, n, scalar);
+    case strataFloat8e4m3: return WidenedScale<E4m3Codec>::run(d, src, n, scalar);
+    case strataFloat8e5m2: return WidenedScale<E5m2Codec>::run(d, src, n, scalar);
+    default: return;
   }
 }
 

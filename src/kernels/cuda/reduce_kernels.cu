@@ -203,14 +203,10 @@ cudaError_t launchTyped(void* dst, const Sources& s, int nsrcs, size_t count, cu
 template <class Tag>
 cudaError_t launchOp(void* dst, const Sources& s, int nsrcs, size_t count, ReduceKind op, cudaStream_t stream) {
   switch (op) {
-    case ReduceKind::kSum:
-      return launchTyped<Tag, ReduceKind::kSum>(dst, s, nsrcs, count, stream);
-    case ReduceKind::kProd:
-      return launchTyped<Tag, ReduceKind::kProd>(dst, s, nsrcs, count, stream);
-    case ReduceKind::kMax:
-      return launchTyped<Tag, ReduceKind::kMax>(dst, s, nsrcs, count, stream);
-    case ReduceKind::kMin:
-      return launchTyped<Tag, ReduceKind::kMin>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kSum: return launchTyped<Tag, ReduceKind::kSum>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kProd: return launchTyped<Tag, ReduceKind::kProd>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kMax: return launchTyped<Tag, ReduceKind::kMax>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kMin: return launchTyped<Tag, ReduceKind::kMin>(dst, s, nsrcs, count, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -231,32 +227,19 @@ int cudaReduce(void* dst, const void* const* srcs, int nsrcs, size_t count, stra
   if (!dst || reinterpret_cast<uintptr_t>(dst) % esize) return cudaErrorInvalidValue;
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   switch (dt) {
-    case strataInt8:
-      return launchOp<int8_t>(dst, s, nsrcs, count, op, st);
-    case strataUint8:
-      return launchOp<uint8_t>(dst, s, nsrcs, count, op, st);
-    case strataInt32:
-      return launchOp<int32_t>(dst, s, nsrcs, count, op, st);
-    case strataUint32:
-      return launchOp<uint32_t>(dst, s, nsrcs, count, op, st);
-    case strataInt64:
-      return launchOp<int64_t>(dst, s, nsrcs, count, op, st);
-    case strataUint64:
-      return launchOp<uint64_t>(dst, s, nsrcs, count, op, st);
-    case strataFloat16:
-      return launchOp<HalfTag>(dst, s, nsrcs, count, op, st);
-    case strataFloat32:
-      return launchOp<float>(dst, s, nsrcs, count, op, st);
-    case strataFloat64:
-      return launchOp<double>(dst, s, nsrcs, count, op, st);
-    case strataBfloat16:
-      return launchOp<Bf16Tag>(dst, s, nsrcs, count, op, st);
-    case strataFloat8e4m3:
-      return launchOp<E4m3Tag>(dst, s, nsrcs, count, op, st);
-    case strataFloat8e5m2:
-      return launchOp<E5m2Tag>(dst, s, nsrcs, count, op, st);
-    default:
-      break;
+    case strataInt8: return launchOp<int8_t>(dst, s, nsrcs, count, op, st);
+    case strataUint8: return launchOp<uint8_t>(dst, s, nsrcs, count, op, st);
+    case strataInt32: return launchOp<int32_t>(dst, s, nsrcs, count, op, st);
+    case strataUint32: return launchOp<uint32_t>(dst, s, nsrcs, count, op, st);
+    case strataInt64: return launchOp<int64_t>(dst, s, nsrcs, count, op, st);
+    case strataUint64: return launchOp<uint64_t>(dst, s, nsrcs, count, op, st);
+    case strataFloat16: return launchOp<HalfTag>(dst, s, nsrcs, count, op, st);
+    case strataFloat32: return launchOp<float>(dst, s, nsrcs, count, op, st);
+    case strataFloat64: return launchOp<double>(dst, s, nsrcs, count, op, st);
+    case strataBfloat16: return launchOp<Bf16Tag>(dst, s, nsrcs, count, op, st);
+    case strataFloat8e4m3: return launchOp<E4m3Tag>(dst, s, nsrcs, count, op, st);
+    case strataFloat8e5m2: return launchOp<E5m2Tag>(dst, s, nsrcs, count, op, st);
+    default: break;
   }
   return cudaErrorInvalidValue;
 }
