@@ -73,7 +73,7 @@ struct Elem<E5m2Tag> {
   static __device__ __forceinline__ uint8_t narrow(float a) { return static_cast<uint8_t>(E5m2::encode(a)); }
 };
 
-// ---- element operators: the host's semantics (reduce_loops.h) ------------------------------------------------
+// ---- element operators: the host's semantics (reduce_elements.h) ---------------------------------------------
 template <class T>
 using UnsignedOf = std::make_unsigned_t<T>;
 
