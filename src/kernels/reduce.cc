@@ -1,4 +1,4 @@
-// Datatype facts, argument checks and the run-time choice of an instruction-set tier for the reduce loops.
+// Argument checks and the run-time choice of an instruction-set tier for the reduce loops.
 #include "kernels/reduce.h"
 
 #include <cstdint>
@@ -10,19 +10,6 @@
 
 namespace strata {
 namespace {
-
-struct DtypeInfo {
-  const char* name;
-  size_t size;
-  bool isFloat;
-};
-
-// Indexed by strataDataType_t.
-constexpr DtypeInfo kDtypes[strataNumTypes] = {
-    {"int8", 1, false},   {"uint8", 1, false},   {"int32", 4, false},     {"uint32", 4, false},
-    {"int64", 8, false},  {"uint64", 8, false},  {"float16", 2, true},    {"float32", 4, true},
-    {"float64", 8, true}, {"bfloat16", 2, true}, {"float8e4m3", 1, true}, {"float8e5m2", 1, true},
-};
 
 KernelIsa detectKernelIsa() {
 #if defined(STRATA_KERNEL_X86_TIERS)
@@ -105,15 +92,6 @@ const char* kernelIsaName(KernelIsa isa) {
   }
   return "invalid";
 }
-
-bool dtypeValid(int dt) { return dt >= 0 && dt < strataNumTypes; }
-static_assert([] {
-  for (int t = 0; t < strataNumTypes; ++t)
-    if (kDtypes[t].size != dtypeSize(static_cast<strataDataType_t>(t))) return false;
-  return true;
-}(), "dtypeSize (reduce.h) and kDtypes disagree");
-const char* dtypeName(strataDataType_t dt) { return dtypeValid(dt) ? kDtypes[dt].name : "invalid"; }
-bool dtypeIsFloat(strataDataType_t dt) { return dtypeValid(dt) && kDtypes[dt].isFloat; }
 
 void reduce2(void* dst, const void* a, const void* b, size_t count, strataDataType_t dt, ReduceKind op) {
   reduce2WithIsa(dst, a, b, count, dt, op, bestKernelIsa());

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "strata/strata.h"
+#include "util/dtype.h"
 
 namespace strata {
 
@@ -22,17 +23,6 @@ enum class KernelIsa : uint8_t { kPortable = 0, kAvx2 = 1, kAvx512 = 2, kAvx512V
 KernelIsa bestKernelIsa();
 bool kernelIsaSupported(KernelIsa isa);
 const char* kernelIsaName(KernelIsa isa);
-
-/// Size in bytes of one element; 0 for an invalid dtype.
-constexpr size_t dtypeSize(strataDataType_t dt) {
-  // Inline: it is asked several times per call on the small-message path.
-  constexpr unsigned char kSizes[strataNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-  return static_cast<unsigned>(dt) < static_cast<unsigned>(strataNumTypes) ? kSizes[dt] : 0;
-}
-/// "float32", "bfloat16", ... ; "invalid" for an invalid dtype.
-const char* dtypeName(strataDataType_t dt);
-bool dtypeIsFloat(strataDataType_t dt);
-bool dtypeValid(int dt);
 
 /// dst[i] = a[i] (op) b[i] for i < count. dst may alias a and/or b exactly (not partially).
 /// Destinations of at least kReduceStreamingBytes (and element-aligned) are written with non-temporal stores:

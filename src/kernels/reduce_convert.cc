@@ -2,8 +2,9 @@
 //
 // These are the reference definitions: decoding follows the format definition literally (fp8 through
 // 256-entry tables built at compile time), and encoding rounds once from double with an explicit
-// round-to-nearest-even, so no intermediate f32 rounding can double-round. The vector loops in
-// reduce_loops.h use bit tricks instead and are tested against these.
+// round-to-nearest-even, so no intermediate f32 rounding can double-round. The branch-free codecs of
+// util/dtype_codec.h (the reduce loops of every tier, the CUDA kernels, the overlap scheduler) use bit tricks
+// instead and are tested against these, so the two stay separate; bf16 decoding, a shift, is the one they share.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <limits>
 
 #include "kernels/reduce.h"
+#include "util/dtype_codec.h"
 #include "util/error.h"
 
 namespace strata {
@@ -122,12 +124,8 @@ void storeRaw(void* buf, size_t i, T v) {
 float halfToFloat(uint16_t h) { return HalfFormat::decode(h); }
 uint16_t floatToHalf(float f) { return static_cast<uint16_t>(HalfFormat::encode(f)); }
 
-float bf16ToFloat(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+// bf16 decoding is a shift, nothing to define twice: the codec's.
+float bf16ToFloat(uint16_t b) { return dtype_codec::Bf16::decode(b); }
 uint16_t floatToBf16(float f) { return static_cast<uint16_t>(Bf16Format::encode(f)); }
 
 float fp8e4m3ToFloat(uint8_t v) { return kE4m3ToFloat[v]; }

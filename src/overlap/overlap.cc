@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernels/reduce.h"
+#include "util/dtype_codec.h"
 #include "util/json_escape.h"
 
 namespace strata {
@@ -33,22 +34,6 @@ using Clock = std::chrono::steady_clock;
 
 double usSince(Clock::time_point base, Clock::time_point t) {
   return std::chrono::duration<double, std::micro>(t - base).count();
-}
-
-
-/// float32 -> bfloat16, round to nearest even, NaN kept quiet: the same result as floatToBf16 in
-/// kernels/reduce.h, written branch-free so the conversion loops vectorize.
-inline uint16_t toBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);
-}
-inline float fromBf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 }
 
 }  // namespace
@@ -225,7 +210,7 @@ struct OverlapScheduler::Impl {
           const float inv = 1.0f / static_cast<float>(nranks);
           for (size_t i = 0; i < n; ++i) s[i] = floatToHalf(g[i] * inv);
         } else {
-          for (size_t i = 0; i < n; ++i) s[i] = toBf16(g[i]);
+          for (size_t i = 0; i < n; ++i) s[i] = dtype_codec::Bf16::encode(g[i]);
         }
         b.work = rsMode() ? comm.reduceScatterAsync(s, s + mine, shard, opt.wireType, strataSum)
                           : comm.allReduceAsync(s, s, n, opt.wireType, strataSum);
@@ -255,7 +240,7 @@ struct OverlapScheduler::Impl {
       for (size_t i = 0; i < n; ++i) g[i] = halfToFloat(s[i]);
     } else {
       const uint16_t* s = staging.data() + off;
-      for (size_t i = 0; i < n; ++i) g[i] = fromBf16(s[i]) / div;
+      for (size_t i = 0; i < n; ++i) g[i] = dtype_codec::Bf16::decode(s[i]) / div;
     }
     addTrace(std::string(rsMode() ? "reduce_scatter" : "all_reduce") + " bucket " + std::to_string(bi) + " (" +
                  std::to_string(b.elems * (compressed() ? 2 : sizeof(float))) + " B)",

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/reduce.h"
+#include "util/dtype_codec.h"
 #include "util/error.h"
 
 namespace strata {
@@ -648,6 +649,100 @@ TEST(Bf16, RoundsToNearestEvenAndKeepsNaN) {
     uint32_t want = (dl < dh || (dl == dh && ((lo >> 16) & 1) == 0)) ? lo : hi;
     ASSERT_EQ(floatToBf16(f), want >> 16) << std::hex << u;
     ASSERT_EQ(bf16ToFloat(static_cast<uint16_t>(u >> 16)), floatOf(u & 0xffff0000u));
+  }
+}
+
+// util/dtype_codec.h, the scalar codecs of every reduce tier, the CUDA kernels and the overlap scheduler, checked
+// directly: every code decodes to its value by the format definition (a NaN code to a NaN of its sign, with the
+// payload the header documents), and encoding agrees with the reference conversions at every code, at every tie
+// between neighbouring codes and just off it, and on random f32 bits, NaNs included.
+uint32_t bitsOfFloat(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+template <class F>
+void expectCodecMatchesReference(const char* name, uint32_t codes, int bias, bool finiteOnly,
+                                 uint32_t (*refEncode)(float), std::mt19937_64& rng) {
+  const int e = F::kExpBits, m = F::kMantBits;
+  const uint32_t signBit = 1u << (e + m), mantMask = (1u << m) - 1;
+  std::vector<float> finite;  // positive finite values in code order
+  for (uint32_t c = 0; c < codes; ++c) {
+    const double want = specValue(c, e, m, bias, finiteOnly);
+    const float got = F::decode(c);
+    const uint32_t sign = (c & signBit) ? 0x80000000u : 0;
+    if (std::isnan(want)) {
+      // IEEE-like formats keep the payload in the top mantissa bits; e4m3's one NaN decodes to f32's quiet NaN.
+      const uint32_t nan = finiteOnly ? 0x7fc00000u : 0x7f800000u | ((c & mantMask) << (23 - m));
+      ASSERT_EQ(bitsOfFloat(got), sign | nan) << name << " code " << c;
+      continue;
+    }
+    ASSERT_EQ(static_cast<double>(got), want) << name << " code " << c;
+    ASSERT_EQ(bitsOfFloat(got) & 0x80000000u, sign) << name << " code " << c;
+    ASSERT_EQ(F::encode(got), c) << name << " round trip of code " << c;
+    if (c < signBit && std::isfinite(want)) finite.push_back(got);
+  }
+  std::vector<float> probes;
+  for (size_t i = 0; i + 1 < finite.size(); ++i) {
+    const float mid = (finite[i] + finite[i + 1]) / 2;  // exact: f32 has the bits to spare
+    probes.insert(probes.end(), {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)});
+  }
+  const float top = finite.back(), step = top - finite[finite.size() - 2];
+  probes.insert(probes.end(), {top + step / 2, std::nextafter(top + step / 2, 0.0f), top + step, 1e30f,
+                               std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                               floatOf(0x7f800001u), floatOf(0x7fa5a5a5u)});
+  for (int i = 0; i < (1 << 20); ++i) probes.push_back(floatOf(static_cast<uint32_t>(rng())));
+  for (float f : probes) {
+    for (float v : {f, -f}) {
+      ASSERT_EQ(F::encode(v), refEncode(v))
+          << name << " " << std::hexfloat << v << " bits " << std::hex << bitsOfFloat(v);
+    }
+  }
+}
+
+TEST(DtypeCodec, MatchesReferenceOnEveryCodeAndTie) {
+  std::mt19937_64 rng(11);
+  expectCodecMatchesReference<dtype_codec::Half>(
+      "float16", 65536, 15, false, [](float f) -> uint32_t { return floatToHalf(f); }, rng);
+  expectCodecMatchesReference<dtype_codec::E4m3>(
+      "float8e4m3", 256, 7, true, [](float f) -> uint32_t { return floatToFp8e4m3(f); }, rng);
+  expectCodecMatchesReference<dtype_codec::E5m2>(
+      "float8e5m2", 256, 15, false, [](float f) -> uint32_t { return floatToFp8e5m2(f); }, rng);
+}
+
+// bf16 has no SmallFloat: its codec rounds on the bits. Every code decodes by definition; encoding matches the
+// reference on every tie and random bits, except that a NaN keeps its sign and top payload with the quiet bit set
+// (the reference gives the canonical 0x7fc0 with the sign).
+TEST(DtypeCodec, Bf16MatchesReferenceAndKeepsNaNPayload) {
+  for (uint32_t c = 0; c < 65536; ++c) {
+    const double want = specValue(c, 8, 7, 127, false);
+    const float got = dtype_codec::Bf16::decode(c);
+    ASSERT_EQ(bitsOfFloat(got), c << 16) << c;
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << c;
+    } else {
+      ASSERT_EQ(static_cast<double>(got), want) << c;
+    }
+  }
+  std::mt19937_64 rng(12);
+  std::vector<uint32_t> probes;
+  for (uint32_t c = 0; c < 0x7f80; ++c) {  // ties between neighbouring finite codes, and next to them
+    const uint32_t mid = (c << 16) | 0x8000u;
+    probes.insert(probes.end(), {mid, mid - 1, mid + 1});
+  }
+  for (int i = 0; i < (1 << 20); ++i) probes.push_back(static_cast<uint32_t>(rng()));
+  probes.insert(probes.end(), {0x7f800000u, 0x7f800001u, 0x7fc00000u, 0x7fbfffffu, 0x7fffffffu});
+  for (uint32_t p : probes) {
+    for (uint32_t u : {p, p ^ 0x80000000u}) {
+      const float f = floatOf(u);
+      const uint16_t got = dtype_codec::Bf16::encode(f);
+      if (std::isnan(f)) {
+        ASSERT_EQ(got, static_cast<uint16_t>((u >> 16) | 0x40u)) << std::hex << u;
+      } else {
+        ASSERT_EQ(got, floatToBf16(f)) << std::hex << u;
+      }
+    }
   }
 }
 

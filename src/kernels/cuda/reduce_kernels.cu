@@ -8,9 +8,9 @@
 // is still coalesced, only with narrower loads.
 //
 // Rounding follows the host kernels exactly (src/kernels/reduce_loops.h): narrow floats are widened to f32,
-// combined in f32, and rounded once at the end with the same branch-free encoders (nearest even; e4m3
-// saturates at 448; e5m2 and f16 overflow to infinity; NaN stays NaN). These encoders are ported from the
-// host loops rather than taken from cuda_fp8.h, whose f32 -> e5m2 conversion saturates (PTX only has
+// combined in f32, and rounded once at the end with the same branch-free codecs, the one copy in
+// src/util/dtype_codec.h (nearest even; e4m3 saturates at 448; e5m2 and f16 overflow to infinity; NaN stays NaN).
+// They are the host's rather than cuda_fp8.h's conversions, whose f32 -> e5m2 saturates (PTX only has
 // .satfinite for fp8), where the host overflows to infinity.
 #include <cuda_runtime.h>
 
@@ -18,68 +18,17 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "util/dtype.h"
+#include "util/dtype_codec.h"
 
 namespace strata {
 namespace {
 
-// ---- bit helpers and narrow formats (device copies of reduce_loops.h) ---------------------------------------
-__device__ __forceinline__ uint32_t bitsOf(float f) { return __float_as_uint(f); }
-__device__ __forceinline__ float floatOf(uint32_t u) { return __uint_as_float(u); }
-__device__ __forceinline__ uint32_t select(bool c, uint32_t t, uint32_t f) { return c ? t : f; }
-
-template <int E, int M, int B, bool kFiniteOnly>
-struct SmallFloat {
-  static constexpr uint32_t kSignBit = 1u << (E + M);
-  static constexpr uint32_t kExpMask = ((1u << E) - 1) << M;
-  static constexpr uint32_t kMantMask = (1u << M) - 1;
-  static constexpr int kShift = 23 - M;
-  static constexpr uint32_t kMinNormalBits = uint32_t(127 - B + 1) << 23;
-  static constexpr uint32_t kDenormMagicBits = uint32_t(127 - B + 23 - M + 1) << 23;
-  static constexpr uint32_t kOverflowBits =
-      kFiniteOnly ? ((uint32_t(127 + (1 << E) - 1 - B) << 23) | ((kMantMask - 1) << kShift))
-                  : uint32_t(127 + (1 << E) - 1 - B) << 23;
-  static constexpr uint32_t kOverflowCode = kFiniteOnly ? (kExpMask | (kMantMask - 1)) : kExpMask;
-  static constexpr uint32_t kNanCode = kFiniteOnly ? (kExpMask | kMantMask) : (kExpMask | (1u << (M - 1)));
-
-  static __device__ __forceinline__ float decode(uint32_t code) {
-    const uint32_t sign = (code & kSignBit) << (31 - E - M);
-    const uint32_t em = code & (kSignBit - 1);
-    const uint32_t exp = em & kExpMask;
-    const uint32_t normal = (em << kShift) + (uint32_t(127 - B) << 23);
-    // Subnormal: rebias as if normal with exponent 1, then subtract the implicit one (exact in f32).
-    const uint32_t subnormal = bitsOf(__fsub_rn(floatOf(normal + (1u << 23)), floatOf(kMinNormalBits)));
-    uint32_t special;
-    bool isSpecial;
-    if constexpr (kFiniteOnly) {
-      isSpecial = em == (kExpMask | kMantMask);
-      special = 0x7fc00000u;
-    } else {
-      isSpecial = exp == kExpMask;
-      special = 0x7f800000u | ((em & kMantMask) << kShift);
-    }
-    uint32_t out = select(exp == 0, subnormal, normal);
-    out = select(isSpecial, special, out);
-    return floatOf(out | sign);
-  }
-
-  static __device__ __forceinline__ uint32_t encode(float f) {
-    const uint32_t u = bitsOf(f);
-    const uint32_t sign = (u >> 31) << (E + M);
-    const uint32_t mag = u & 0x7fffffffu;
-    // The FPU's round-to-nearest-even does the subnormal rounding (explicit _rn: no fast-math contraction).
-    const uint32_t subnormal = bitsOf(__fadd_rn(floatOf(mag), floatOf(kDenormMagicBits))) - kDenormMagicBits;
-    const uint32_t odd = (mag >> kShift) & 1;
-    const uint32_t normal = (mag + (uint32_t(B - 127) << 23) + ((1u << (kShift - 1)) - 1) + odd) >> kShift;
-    uint32_t out = select(mag < kMinNormalBits, subnormal, normal);
-    out = select(mag >= kOverflowBits, kOverflowCode, out);
-    out = select(mag > 0x7f800000u, kNanCode, out);
-    return out | sign;
-  }
-};
-
-using Half = SmallFloat<5, 10, 15, false>;
-using E4m3 = SmallFloat<4, 3, 7, true>;
-using E5m2 = SmallFloat<5, 2, 15, false>;
+// ---- narrow formats: the host loops' scalar codecs (util/dtype_codec.h), compiled for the device ------------
+using dtype_codec::Bf16;
+using dtype_codec::E4m3;
+using dtype_codec::E5m2;
+using dtype_codec::Half;
 
 // Storage tags for the narrow formats (all are plain unsigned integers in memory).
 struct HalfTag {};
@@ -106,14 +55,8 @@ template <>
 struct Elem<Bf16Tag> {
   using Storage = uint16_t;
   using Acc = float;
-  static __device__ __forceinline__ float widen(uint16_t s) { return floatOf(uint32_t(s) << 16); }
-  // Nearest even on the bits; NaN keeps its sign and top payload with the quiet bit set (as the host).
-  static __device__ __forceinline__ uint16_t narrow(float a) {
-    const uint32_t u = bitsOf(a);
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
-    const uint32_t nan = (u >> 16) | 0x40u;
-    return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-  }
+  static __device__ __forceinline__ float widen(uint16_t s) { return Bf16::decode(s); }
+  static __device__ __forceinline__ uint16_t narrow(float a) { return Bf16::encode(a); }
 };
 template <>
 struct Elem<E4m3Tag> {
@@ -130,7 +73,7 @@ struct Elem<E5m2Tag> {
   static __device__ __forceinline__ uint8_t narrow(float a) { return static_cast<uint8_t>(E5m2::encode(a)); }
 };
 
-// ---- element operators: the host's semantics (reduce_loops.h) ------------------------------------------------
+// ---- element operators: the host's semantics (reduce_elements.h) ---------------------------------------------
 template <class T>
 using UnsignedOf = std::make_unsigned_t<T>;
 
@@ -260,14 +203,10 @@ cudaError_t launchTyped(void* dst, const Sources& s, int nsrcs, size_t count, cu
 template <class Tag>
 cudaError_t launchOp(void* dst, const Sources& s, int nsrcs, size_t count, ReduceKind op, cudaStream_t stream) {
   switch (op) {
-    case ReduceKind::kSum:
-      return launchTyped<Tag, ReduceKind::kSum>(dst, s, nsrcs, count, stream);
-    case ReduceKind::kProd:
-      return launchTyped<Tag, ReduceKind::kProd>(dst, s, nsrcs, count, stream);
-    case ReduceKind::kMax:
-      return launchTyped<Tag, ReduceKind::kMax>(dst, s, nsrcs, count, stream);
-    case ReduceKind::kMin:
-      return launchTyped<Tag, ReduceKind::kMin>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kSum: return launchTyped<Tag, ReduceKind::kSum>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kProd: return launchTyped<Tag, ReduceKind::kProd>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kMax: return launchTyped<Tag, ReduceKind::kMax>(dst, s, nsrcs, count, stream);
+    case ReduceKind::kMin: return launchTyped<Tag, ReduceKind::kMin>(dst, s, nsrcs, count, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -278,7 +217,7 @@ int cudaReduce(void* dst, const void* const* srcs, int nsrcs, size_t count, stra
                void* stream) {
   if (nsrcs < 1 || nsrcs > kCudaMaxReduceSources) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
-  const size_t esize = dtypeSizeDevice(dt);
+  const size_t esize = dtypeSize(dt);  // util/dtype.h: constexpr, nothing to link
   if (esize == 0) return cudaErrorInvalidValue;
   Sources s{};
   for (int k = 0; k < nsrcs; ++k) {
@@ -288,32 +227,19 @@ int cudaReduce(void* dst, const void* const* srcs, int nsrcs, size_t count, stra
   if (!dst || reinterpret_cast<uintptr_t>(dst) % esize) return cudaErrorInvalidValue;
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   switch (dt) {
-    case strataInt8:
-      return launchOp<int8_t>(dst, s, nsrcs, count, op, st);
-    case strataUint8:
-      return launchOp<uint8_t>(dst, s, nsrcs, count, op, st);
-    case strataInt32:
-      return launchOp<int32_t>(dst, s, nsrcs, count, op, st);
-    case strataUint32:
-      return launchOp<uint32_t>(dst, s, nsrcs, count, op, st);
-    case strataInt64:
-      return launchOp<int64_t>(dst, s, nsrcs, count, op, st);
-    case strataUint64:
-      return launchOp<uint64_t>(dst, s, nsrcs, count, op, st);
-    case strataFloat16:
-      return launchOp<HalfTag>(dst, s, nsrcs, count, op, st);
-    case strataFloat32:
-      return launchOp<float>(dst, s, nsrcs, count, op, st);
-    case strataFloat64:
-      return launchOp<double>(dst, s, nsrcs, count, op, st);
-    case strataBfloat16:
-      return launchOp<Bf16Tag>(dst, s, nsrcs, count, op, st);
-    case strataFloat8e4m3:
-      return launchOp<E4m3Tag>(dst, s, nsrcs, count, op, st);
-    case strataFloat8e5m2:
-      return launchOp<E5m2Tag>(dst, s, nsrcs, count, op, st);
-    default:
-      break;
+    case strataInt8: return launchOp<int8_t>(dst, s, nsrcs, count, op, st);
+    case strataUint8: return launchOp<uint8_t>(dst, s, nsrcs, count, op, st);
+    case strataInt32: return launchOp<int32_t>(dst, s, nsrcs, count, op, st);
+    case strataUint32: return launchOp<uint32_t>(dst, s, nsrcs, count, op, st);
+    case strataInt64: return launchOp<int64_t>(dst, s, nsrcs, count, op, st);
+    case strataUint64: return launchOp<uint64_t>(dst, s, nsrcs, count, op, st);
+    case strataFloat16: return launchOp<HalfTag>(dst, s, nsrcs, count, op, st);
+    case strataFloat32: return launchOp<float>(dst, s, nsrcs, count, op, st);
+    case strataFloat64: return launchOp<double>(dst, s, nsrcs, count, op, st);
+    case strataBfloat16: return launchOp<Bf16Tag>(dst, s, nsrcs, count, op, st);
+    case strataFloat8e4m3: return launchOp<E4m3Tag>(dst, s, nsrcs, count, op, st);
+    case strataFloat8e5m2: return launchOp<E5m2Tag>(dst, s, nsrcs, count, op, st);
+    default: break;
   }
   return cudaErrorInvalidValue;
 }
