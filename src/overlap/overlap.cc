@@ -22,7 +22,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/reduce.h"
 #include "util/dtype_codec.h"
 #include "util/json_escape.h"
 
@@ -208,7 +207,7 @@ struct OverlapScheduler::Impl {
         uint16_t* s = staging.data() + b.offset;
         if (opt.wireType == strataFloat16) {
           const float inv = 1.0f / static_cast<float>(nranks);
-          for (size_t i = 0; i < n; ++i) s[i] = floatToHalf(g[i] * inv);
+          for (size_t i = 0; i < n; ++i) s[i] = static_cast<uint16_t>(dtype_codec::Half::encode(g[i] * inv));
         } else {
           for (size_t i = 0; i < n; ++i) s[i] = dtype_codec::Bf16::encode(g[i]);
         }
@@ -237,7 +236,7 @@ struct OverlapScheduler::Impl {
         for (size_t i = 0; i < n; ++i) g[i] /= div;
     } else if (opt.wireType == strataFloat16) {
       const uint16_t* s = staging.data() + off;
-      for (size_t i = 0; i < n; ++i) g[i] = halfToFloat(s[i]);
+      for (size_t i = 0; i < n; ++i) g[i] = dtype_codec::Half::decode(s[i]);
     } else {
       const uint16_t* s = staging.data() + off;
       for (size_t i = 0; i < n; ++i) g[i] = dtype_codec::Bf16::decode(s[i]) / div;
