@@ -5,15 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/reduce_kind.h"
 #include "strata/strata.h"
 #include "util/dtype.h"
 
 namespace strata {
-
-/// The element-wise operator a kernel applies. Avg and PreMulSum are built from these by the executor.
-/// Integer sum and prod wrap around (two's complement). Float max/min propagate NaN: if either input is NaN
-/// the result is NaN (like torch.maximum, unlike fmaxf), so a NaN on one rank is never hidden by the others.
-enum class ReduceKind : uint8_t { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
 
 /// Instruction-set tiers the loops are compiled for. reduce2 and scaleBy use the best one the CPU supports;
 /// the *WithIsa variants force one so tests can check every tier against the portable reference.

@@ -4,7 +4,8 @@
 
 #include <cstddef>
 
-#include "kernels/reduce.h"
+#include "kernels/reduce_kind.h"
+#include "strata/strata.h"
 
 namespace strata::kernel_tiers {
 
