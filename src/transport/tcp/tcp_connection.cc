@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -30,6 +29,7 @@
 #include <vector>
 
 #include "bootstrap/peer_exchange.h"
+#include "transport/staging_buffer.h"
 #include "transport/tcp/tcp_auth.h"
 #include "transport/tcp/tcp_socket.h"
 #include "transport/transport.h"
@@ -51,18 +51,6 @@ constexpr size_t kMaxPending = 64;  // unauthenticated sockets a listener keeps 
 constexpr int kCloseFlushMs = 2000;
 
 enum Verdict : uint8_t { kVerdictFailed = 0, kVerdictOk = 1, kVerdictInvalidUsage = 2 };
-
-struct AlignedFree {
-  void operator()(char* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<char, AlignedFree>;
-
-Buffer allocBuffers(size_t bytes) {
-  char* p = static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(64, bytes)));
-  if (!p) throw SysError("allocating TCP transport buffers", ENOMEM);
-  std::memset(p, 0, bytes);  // pre-fault
-  return Buffer(p);
-}
 
 void fillRandom(void* p, size_t n) {
   auto* b = static_cast<uint8_t*>(p);
@@ -87,8 +75,8 @@ class TcpConnection final : public Connection {
         stride_((config.pieceBytes + 63) / 64 * 64),
         nslots_(static_cast<uint64_t>(config.nslots)),
         nsocks_(static_cast<uint64_t>(fds.size())),
-        sendBuf_(allocBuffers(stride_ * nslots_)),
-        recvBuf_(allocBuffers(stride_ * nslots_)),
+        sendBuf_(allocStagingBuffer(stride_ * nslots_, "TCP")),
+        recvBuf_(allocStagingBuffer(stride_ * nslots_, "TCP")),
         sendHdr_(nslots_),
         recvHdr_(nslots_),
         sendDone_(nslots_, 0),
@@ -365,7 +353,7 @@ class TcpConnection final : public Connection {
   std::string peerAddr_;
   size_t pieceBytes_, stride_;
   uint64_t nslots_, nsocks_;
-  Buffer sendBuf_, recvBuf_;
+  StagingBuffer sendBuf_, recvBuf_;
   std::vector<MsgHeader> sendHdr_, recvHdr_;
   std::vector<uint8_t> sendDone_, recvReady_;
   std::vector<Sock> socks_;

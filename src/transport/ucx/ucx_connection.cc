@@ -42,6 +42,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/peer_exchange.h"
+#include "transport/staging_buffer.h"
 #include "transport/transport.h"
 #include "transport/ucx/ucx_api.h"
 #include "transport/ucx/ucx_worker.h"
@@ -140,18 +141,6 @@ std::string fromField(const char (&src)[N]) {
   return std::string(src, strnlen(src, N));
 }
 
-struct AlignedFree {
-  void operator()(char* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<char, AlignedFree>;
-
-Buffer allocBuffers(size_t bytes) {
-  char* p = static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64)));
-  if (!p) throw SysError("allocating UCX transport buffers", ENOMEM);
-  std::memset(p, 0, bytes);  // pre-fault
-  return Buffer(p);
-}
-
 class UcxConnection final : public Connection {
  public:
   UcxConnection(std::shared_ptr<Worker> worker, int me, int peer, const Config& config)
@@ -161,8 +150,8 @@ class UcxConnection final : public Connection {
         pieceBytes_(config.pieceBytes),
         stride_((config.pieceBytes + 63) / 64 * 64),
         nslots_(static_cast<uint64_t>(config.nslots)),
-        sendBuf_(allocBuffers(stride_ * nslots_)),
-        recvBuf_(allocBuffers(stride_ * nslots_)),
+        sendBuf_(allocStagingBuffer(stride_ * nslots_, "UCX")),
+        recvBuf_(allocStagingBuffer(stride_ * nslots_, "UCX")),
         sendReq_(nslots_, nullptr),
         recvReq_(nslots_, nullptr),
         recvLen_(nslots_, 0),
@@ -439,7 +428,7 @@ class UcxConnection final : public Connection {
   uint64_t nslots_;
   // The buffers outlive worker_ (members are destroyed in reverse order): the worker goes first when this
   // is its last connection.
-  Buffer sendBuf_, recvBuf_;
+  StagingBuffer sendBuf_, recvBuf_;
   std::vector<void*> sendReq_, recvReq_;
   std::vector<size_t> recvLen_;
   std::vector<uint8_t> recvDone_;
