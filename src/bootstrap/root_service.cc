@@ -25,6 +25,7 @@
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/sys.h"
 
 namespace strata {
 namespace {
@@ -244,7 +245,7 @@ class RootService {
       peer.len = len;
       c->peer = peer.str();
       c->deadline = Deadline::in(timeoutMs_);
-      fillRandom(c->challenge, kChallengeBytes);
+      fillRandomOrUrandom(c->challenge, kChallengeBytes, "bootstrap: ");
       WireWriter w;
       w.u32(kProtocolMagic).bytes(c->challenge, kChallengeBytes);
       queue(*c, MsgType::kChallenge, w.data());
@@ -701,7 +702,7 @@ UniqueIdInfo startRootService(const Config& config, const std::string& bindAddr,
   sockAddrToRaw(adv, info.addr);
   info.port = actualPort;
   info.secret = secret;
-  fillRandom(&info.nonce, sizeof(info.nonce));
+  fillRandomOrUrandom(&info.nonce, sizeof(info.nonce), "bootstrap: ");
 
   auto service = std::make_unique<RootService>(config, std::move(fd), secret, nranksHint, adv.str());
   service->start();

@@ -14,7 +14,6 @@
 // a peer is never held back by our kernel buffers while we are busy elsewhere.
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -36,6 +35,7 @@
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/sys.h"
 
 namespace strata {
 namespace tcp {
@@ -51,19 +51,6 @@ constexpr size_t kMaxPending = 64;  // unauthenticated sockets a listener keeps 
 constexpr int kCloseFlushMs = 2000;
 
 enum Verdict : uint8_t { kVerdictFailed = 0, kVerdictOk = 1, kVerdictInvalidUsage = 2 };
-
-void fillRandom(void* p, size_t n) {
-  auto* b = static_cast<uint8_t*>(p);
-  while (n > 0) {
-    ssize_t r = getrandom(b, n, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      STRATA_THROW_SYS("getrandom");
-    }
-    b += r;
-    n -= static_cast<size_t>(r);
-  }
-}
 
 class TcpConnection final : public Connection {
  public:

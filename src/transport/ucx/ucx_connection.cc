@@ -22,10 +22,6 @@
 // Tag key - 1 carries the hello; key - 2 the goodbye a closing rank sends with its message count, so the peer
 // can tell "closed after sending everything" from "more is coming".
 #include <poll.h>
-#include <signal.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,7 +30,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -49,6 +44,7 @@
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/sys.h"
 
 namespace strata {
 namespace ucx {
@@ -103,32 +99,6 @@ uint64_t helloMac(const std::array<uint8_t, 16>& secret, const uint8_t (&nonce)[
   std::memcpy(buf, nonce, kNonceBytes);
   std::memcpy(buf + kNonceBytes, &h, offsetof(Hello, mac));
   return sipHash24(secret, buf, sizeof(buf));
-}
-
-void fillRandom(void* p, size_t n) {
-  auto* b = static_cast<uint8_t*>(p);
-  while (n > 0) {
-    ssize_t r = getrandom(b, n, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      STRATA_THROW_SYS("getrandom");
-    }
-    b += r;
-    n -= static_cast<size_t>(r);
-  }
-}
-
-std::string bootId() {
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(f, id);
-  return id;
-}
-
-uint64_t pidNamespaceId() {
-  struct stat st;
-  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
-  return static_cast<uint64_t>(st.st_ino) ^ (static_cast<uint64_t>(st.st_dev) << 32);
 }
 
 template <size_t N>
@@ -347,13 +317,7 @@ class UcxConnection final : public Connection {
     return false;  // cancelled or malformed: rely on the endpoint's and the pid's state
   }
 
-  bool peerExited() const {
-    if (pidfd_ >= 0) {
-      struct pollfd p = {pidfd_, POLLIN, 0};
-      return ::poll(&p, 1, 0) > 0;
-    }
-    return pidComparable_ && ::kill(peerPid_, 0) == -1 && errno == ESRCH;
-  }
+  bool peerExited() const { return peerWatch_.exited(); }
 
   // Whether the next message can no longer come: the peer closed after sending fewer messages, or it failed
   // (endpoint error, or its process is gone) without saying goodbye.
@@ -454,8 +418,7 @@ class UcxConnection final : public Connection {
   uint64_t peerSent_ = 0;
 
   pid_t peerPid_ = 0;
-  int pidfd_ = -1;
-  bool pidComparable_ = false;
+  ProcessExitWatch peerWatch_;  // watches nothing unless the peer's pids are comparable with ours
 
   // Host memory only for now: our own staging rings. Device buffers (the GPU issue) will pass their
   // memory type here.
@@ -504,7 +467,7 @@ void UcxConnection::setup(PeerExchange& exchange, const Config& config, uint32_t
   fillRandom(&recvKey_, sizeof(recvKey_));  // tags wrap modulo 2^64 alike on both sides
   mine.recvKey = recvKey_;
   fillRandom(mine.nonce, sizeof(mine.nonce));
-  copyString(mine.bootId, bootId());
+  copyString(mine.bootId, bootId().value_or(""));
   mine.pidNs = pidNamespaceId();
   mine.pid = static_cast<int32_t>(getpid());
   mine.addrLen = static_cast<uint32_t>(address.size());
@@ -539,11 +502,9 @@ void UcxConnection::setup(PeerExchange& exchange, const Config& config, uint32_t
   peerAddr_ = fromField(theirs.host);
   peerPid_ = static_cast<pid_t>(theirs.pid);
   // Liveness of a peer on this host, as the shm transport does it: UCX's keepalive would take many seconds.
-  pidComparable_ = !fromField(mine.bootId).empty() && fromField(theirs.bootId) == fromField(mine.bootId) &&
-                   theirs.pidNs != 0 && theirs.pidNs == mine.pidNs;
-#ifdef SYS_pidfd_open
-  if (pidComparable_) pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, peerPid_, 0));
-#endif
+  const bool pidComparable = !fromField(mine.bootId).empty() && fromField(theirs.bootId) == fromField(mine.bootId) &&
+                             theirs.pidNs != 0 && theirs.pidNs == mine.pidNs;
+  if (pidComparable) peerWatch_ = ProcessExitWatch(peerPid_);
 
   // 2. The endpoint, our receives, the hello.
   Hello hello{};
@@ -726,8 +687,7 @@ void UcxConnection::close() {
     (void)sendBuf_.release();
     (void)recvBuf_.release();
   }
-  if (pidfd_ >= 0) ::close(pidfd_);
-  pidfd_ = -1;
+  peerWatch_.reset();
 }
 
 }  // namespace
