@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "util/config.h"
+#include "util/config_table.h"
 #include "util/error.h"
 
 namespace strata {
@@ -238,6 +239,38 @@ TEST(ConfigTable, RejectsWithTheSameMessages) {
     ScopedEnv e(c.name, c.value);
     EXPECT_EQ(fromEnvError(), c.message) << c.name << "=" << c.value;
   }
+}
+
+// The table itself: it lists what describe() lists, each field-bound row has a sample above, and a row's
+// declared default is what Config() holds (set from any other value, parsing the default gives it back).
+TEST(ConfigTable, RowsMatchTheStruct) {
+  std::vector<std::string> names;
+  for (const ConfigVar& v : configVariables()) names.push_back(v.name);
+  EXPECT_EQ(names, kVariables);
+  const Config defaults;
+  for (const ConfigVar& v : configVariables()) {
+    SCOPED_TRACE(v.name);
+    if (const char* by = v.readBy()) {
+      EXPECT_EQ(v.show(defaults), "");
+      EXPECT_STREQ(v.defaultValue, "");
+      EXPECT_TRUE(std::string(by) == "util/log.cc" || std::string(by) == "core/gpu_runtime.cc") << by;
+      continue;
+    }
+    const Sample* sample = nullptr;
+    for (const Sample& s : kSamples)
+      if (std::string(s.name) == v.name) sample = &s;
+    ASSERT_NE(sample, nullptr) << "add a sample value for " << v.name << " to kSamples";
+    Config c;
+    v.parse(c, sample->value);
+    EXPECT_TRUE(sample->inField(c));
+    EXPECT_EQ(v.show(c), sample->shown);
+    v.parse(c, v.defaultValue);
+    EXPECT_EQ(shown(c), shown(defaults));
+    EXPECT_FALSE(sample->inField(c));
+  }
+  int readElsewhere = 0;
+  for (const ConfigVar& v : configVariables()) readElsewhere += v.readBy() != nullptr;
+  EXPECT_EQ(readElsewhere, 3);  // STRATA_DEBUG, STRATA_DEBUG_SUBSYS, STRATA_CUDA_LIBRARY
 }
 
 }  // namespace
