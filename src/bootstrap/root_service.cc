@@ -322,15 +322,11 @@ class RootService {
         protocolError(c,
                       strprintf("sent message type %u before the rendezvous completed", static_cast<uint32_t>(type)));
         return;
-      case State::kActive:
-        break;
-      case State::kClosing:
-        return;
+      case State::kActive: break;
+      case State::kClosing: return;
     }
     switch (type) {
-      case MsgType::kRelay:
-        relay(c, p, len);
-        return;
+      case MsgType::kRelay: relay(c, p, len); return;
       case MsgType::kReportFailure: {
         WireReader r(p, len);
         std::string reason = r.str();
@@ -345,8 +341,7 @@ class RootService {
         if (isLocal(c) && !anyLocalActive()) announceRootLeaving(c);
         closeNow(c);
         return;
-      default:
-        protocolError(c, strprintf("sent unexpected message type %u", static_cast<uint32_t>(type)));
+      default: protocolError(c, strprintf("sent unexpected message type %u", static_cast<uint32_t>(type)));
     }
   }
 
@@ -454,7 +449,8 @@ class RootService {
   void announceRootLeaving(const Conn& last) {
     if (!complete_) return;
     WireWriter w;
-    w.str(strprintf("the bootstrap root ran in the process of %s, which destroyed its communicators", last.who().c_str()));
+    w.str(strprintf("the bootstrap root ran in the process of %s, which destroyed its communicators",
+                    last.who().c_str()));
     for (Conn* c : rankConn_) {
       if (!c || c->dead || c->state != State::kActive || c->goodbye || isLocal(*c)) continue;
       queue(*c, MsgType::kRootLeaving, w.data());
@@ -487,9 +483,7 @@ class RootService {
   void disconnected(Conn& c, const std::string& why) {
     switch (c.state) {
       case State::kAuthenticating:
-      case State::kClosing:
-        closeNow(c);
-        return;
+      case State::kClosing: closeNow(c); return;
       case State::kWaiting: {
         std::string who = c.who();
         closeNow(c);

@@ -276,8 +276,8 @@ class UcxConnection final : public Connection {
     api_.request_free(r);
     recvReq_[slot] = nullptr;
     if (st == UCS_ERR_MESSAGE_TRUNCATED) {
-      throw InvalidUsage(strprintf("rank %d got a message of more than STRATA_PIECE_BYTES=%zu bytes from rank %d",
-                                   me_, pieceBytes_, peer_));
+      throw InvalidUsage(strprintf("rank %d got a message of more than STRATA_PIECE_BYTES=%zu bytes from rank %d", me_,
+                                   pieceBytes_, peer_));
     }
     if (st != UCS_OK) throwFailed("receiving", st);
     recvLen_[slot] = info.length;
@@ -481,22 +481,24 @@ void UcxConnection::setup(PeerExchange& exchange, const Config& config, uint32_t
   SetupMsg theirs{};
   if (in.size() >= sizeof(theirs)) std::memcpy(&theirs, in.data(), sizeof(theirs));
   if (in.size() < sizeof(theirs) || theirs.magic != kSetupMagic || in.size() != sizeof(theirs) + theirs.addrLen) {
-    throw RemoteError(strprintf("rank %d: malformed ucx setup message from rank %d (%zu bytes): is rank %d using "
-                                "another transport or Strata version?",
-                                me_, peer_, in.size(), peer_));
+    throw RemoteError(
+        strprintf("rank %d: malformed ucx setup message from rank %d (%zu bytes): is rank %d using "
+                  "another transport or Strata version?",
+                  me_, peer_, in.size(), peer_));
   }
   if (theirs.commId != mine.commId || theirs.fromRank != peer_ || theirs.toRank != me_ || theirs.tag != tag) {
-    throw RemoteError(strprintf("rank %d: ucx setup message from rank %d is for communicator %016llx rank %d -> %d "
-                                "tag %u, expected %016llx %d -> %d tag %u",
-                                me_, peer_, static_cast<unsigned long long>(theirs.commId), theirs.fromRank,
-                                theirs.toRank, theirs.tag, static_cast<unsigned long long>(mine.commId), peer_, me_,
-                                tag));
+    throw RemoteError(
+        strprintf("rank %d: ucx setup message from rank %d is for communicator %016llx rank %d -> %d "
+                  "tag %u, expected %016llx %d -> %d tag %u",
+                  me_, peer_, static_cast<unsigned long long>(theirs.commId), theirs.fromRank, theirs.toRank,
+                  theirs.tag, static_cast<unsigned long long>(mine.commId), peer_, me_, tag));
   }
   if (theirs.nslots != mine.nslots || theirs.pieceBytes != mine.pieceBytes) {
-    throw InvalidUsage(strprintf("rank %d has STRATA_NSLOTS=%u STRATA_PIECE_BYTES=%llu but rank %d has %u and %llu: "
-                                 "every rank needs the same settings",
-                                 me_, mine.nslots, static_cast<unsigned long long>(mine.pieceBytes), peer_,
-                                 theirs.nslots, static_cast<unsigned long long>(theirs.pieceBytes)));
+    throw InvalidUsage(
+        strprintf("rank %d has STRATA_NSLOTS=%u STRATA_PIECE_BYTES=%llu but rank %d has %u and %llu: "
+                  "every rank needs the same settings",
+                  me_, mine.nslots, static_cast<unsigned long long>(mine.pieceBytes), peer_, theirs.nslots,
+                  static_cast<unsigned long long>(theirs.pieceBytes)));
   }
   sendKey_ = theirs.recvKey;
   peerAddr_ = fromField(theirs.host);
@@ -520,8 +522,8 @@ void UcxConnection::setup(PeerExchange& exchange, const Config& config, uint32_t
   {
     std::lock_guard<std::mutex> lk(mu_);
     ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.field_mask =
+        UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = reinterpret_cast<const ucp_address_t*>(in.data() + sizeof(theirs));
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = &UcxConnection::onEpError;
@@ -535,8 +537,7 @@ void UcxConnection::setup(PeerExchange& exchange, const Config& config, uint32_t
                             "transport with peer-failure handling that reaches it?)",
                             me_, peer_, peerAddr_.c_str(), api_.status_string(st), tls ? tls : "unset"));
     }
-    helloReq_ =
-        api_.tag_recv_nbx(wh_, &helloIn_, sizeof(helloIn_), recvKey_ - kHelloTagOffset, kFullMask, &recvParam_);
+    helloReq_ = api_.tag_recv_nbx(wh_, &helloIn_, sizeof(helloIn_), recvKey_ - kHelloTagOffset, kFullMask, &recvParam_);
     if (UCS_PTR_IS_ERR(helloReq_)) {
       st = UCS_PTR_STATUS(helloReq_);
       helloReq_ = nullptr;
@@ -699,7 +700,8 @@ std::unique_ptr<Connection> connectUcx(PeerExchange& exchange, const Config& con
   if (peer < 0 || peer >= exchange.size() || peer == me) {
     throw InvalidArgument(strprintf("rank %d: no ucx connection possible to rank %d of %d", me, peer, exchange.size()));
   }
-  if (config.pieceBytes == 0 || config.pieceBytes > (size_t{1} << 36) || config.nslots < 1 || config.nslots > (1 << 16)) {
+  if (config.pieceBytes == 0 || config.pieceBytes > (size_t{1} << 36) || config.nslots < 1 ||
+      config.nslots > (1 << 16)) {
     throw InvalidArgument(
         strprintf("rank %d: ucx needs 0 < STRATA_PIECE_BYTES <= 2^36 and 1 <= STRATA_NSLOTS <= 65536, got %zu and %d",
                   me, config.pieceBytes, config.nslots));
