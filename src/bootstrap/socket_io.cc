@@ -8,7 +8,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -316,32 +315,6 @@ IoStatus writeFull(int fd, const void* buf, size_t n, Deadline deadline) {
     if (pr == 0) return IoStatus::kTimeout;
   }
   return IoStatus::kOk;
-}
-
-void fillRandom(void* out, size_t n) {
-  auto* p = static_cast<uint8_t*>(out);
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = getrandom(p + done, n - done, 0);
-    if (r > 0) {
-      done += static_cast<size_t>(r);
-      continue;
-    }
-    if (r < 0 && errno == EINTR) continue;
-    break;  // ENOSYS on very old kernels: fall back to the device
-  }
-  if (done == n) return;
-  Fd dev(::open("/dev/urandom", O_RDONLY | O_CLOEXEC));
-  if (!dev.valid()) STRATA_THROW_SYS("bootstrap: open /dev/urandom");
-  while (done < n) {
-    ssize_t r = ::read(dev.get(), p + done, n - done);
-    if (r > 0)
-      done += static_cast<size_t>(r);
-    else if (r < 0 && errno == EINTR)
-      continue;
-    else
-      STRATA_THROW_SYS("bootstrap: read /dev/urandom");
-  }
 }
 
 }  // namespace strata::bootstrap_io

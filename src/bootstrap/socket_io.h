@@ -99,8 +99,5 @@ IoStatus readFull(int fd, void* buf, size_t n, Deadline deadline);
 /// Writes all `n` bytes (MSG_NOSIGNAL: a dead peer is an error, not SIGPIPE). kEof if the peer is gone.
 IoStatus writeFull(int fd, const void* buf, size_t n, Deadline deadline);
 
-/// 16 bytes from the kernel's CSPRNG (getrandom, falling back to /dev/urandom).
-void fillRandom(void* out, size_t n);
-
 }  // namespace bootstrap_io
 }  // namespace strata

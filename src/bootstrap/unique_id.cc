@@ -10,6 +10,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/socket_io.h"
 #include "util/error.h"
+#include "util/sys.h"
 
 namespace strata {
 namespace {
@@ -83,7 +84,7 @@ UniqueIdInfo decodeUniqueId(const strataUniqueId& id) {
 
 std::array<uint8_t, 16> randomSecret() {
   std::array<uint8_t, 16> s{};
-  bootstrap_io::fillRandom(s.data(), s.size());
+  fillRandomOrUrandom(s.data(), s.size(), "bootstrap: ");
   return s;
 }
 

@@ -2,9 +2,10 @@
 
 #include <unistd.h>
 
-#include <fstream>
+#include <optional>
 
 #include "util/config.h"
+#include "util/sys.h"
 
 namespace strata {
 
@@ -14,9 +15,7 @@ std::string hostIdentity(const Config& config) {
   gethostname(name, sizeof(name) - 1);
   std::string id(name);
   // The boot id tells apart containers or VMs that share a hostname but not memory.
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string bootId;
-  if (boot && std::getline(boot, bootId)) id += "/" + bootId;
+  if (const std::optional<std::string> boot = bootId()) id += "/" + *boot;
   return id;
 }
 

@@ -1,11 +1,47 @@
 #include "util/config.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <iterator>
+#include <string_view>
 
+#include "util/config_table.h"
 #include "util/error.h"
 
 namespace strata {
 namespace {
+
+// The table: one row per variable, in describe() order. What each field means is said at the field, in
+// config.h; a row says how the variable is spelled, its default and what it accepts.
+constexpr ConfigVar kConfigVars[] = {
+    {"STRATA_DEBUG", "", ReadElsewhere{"util/log.cc"}, "log level: WARN, INFO or TRACE (default: silent)"},
+    {"STRATA_DEBUG_SUBSYS", "", ReadElsewhere{"util/log.cc"},
+     "comma-separated subsystems to log: INIT,NET,COLL,TUNING,ALL (default ALL)"},
+    {"STRATA_TIMEOUT_MS", "600000", IntegerField{&Config::timeoutMs, 1, int64_t{1} << 40},
+     "deadline of every wait in ms"},
+    {"STRATA_TRANSPORT", "auto", ChoiceField{&Config::transport, "auto, shm, tcp, ucx"},
+     "auto | shm | tcp | ucx: auto = shm in a host, STRATA_NET between hosts"},
+    {"STRATA_NET", "tcp", ChoiceField{&Config::net, "tcp, ucx"}, "tcp | ucx: transport between hosts"},
+    {"STRATA_TOPO_FILE", "", TextField{&Config::topoFile}, "topology JSON used instead of discovery"},
+    {"STRATA_TUNE", "model", ChoiceField{&Config::tune, "model, probe"},
+     "model | probe: link figures from the topology or measured at init"},
+    {"STRATA_SOCKET_IFNAME", "", TextField{&Config::socketIfname}, "interface whose address ranks advertise"},
+    {"STRATA_HOSTID", "", TextField{&Config::hostId}, "host identity override; equal ids share a host"},
+    {"STRATA_ALGO", "", AlgoSpecField{&Config::algo}, "forced algorithms, e.g. allreduce:ring,allgather:ring"},
+    {"STRATA_PIECE_BYTES", "128K", IntegerField{&Config::pieceBytes, 256, 64 << 20, 64},
+     "bytes per transport message (FIFO slot)"},
+    {"STRATA_NSLOTS", "8", IntegerField{&Config::nslots, 2, 1024}, "FIFO slots per connection direction"},
+    {"STRATA_NSOCKS", "2", IntegerField{&Config::nsocks, 1, 64}, "TCP sockets per peer"},
+    {"STRATA_SPIN_US", "5", IntegerField{&Config::spinUs, 0, 1000000}, "spin time before a wait yields/sleeps"},
+    {"STRATA_GPU_DIRECT_BYTES", "4M", IntegerField{&Config::gpuDirectMaxBytes, 0, int64_t{1} << 30},
+     "CUDA IPC region per rank for device all-reduces on one host; larger ones run in rounds (0: staged)"},
+    {"STRATA_GPU_ONESHOT_BYTES", "256K", IntegerField{&Config::gpuOneShotMaxBytes, 0, int64_t{1} << 30},
+     "largest CUDA IPC all-reduce run one-shot (larger ones run two-shot)"},
+    {"STRATA_GPU_STAGE_CHUNK_BYTES", "4M", IntegerField{&Config::gpuStageChunkBytes, 0, int64_t{1} << 30},
+     "chunk of a device all-reduce staged through host memory (copies overlap the transfer)"},
+    {"STRATA_CUDA_LIBRARY", "", ReadElsewhere{"core/gpu_runtime.cc"},
+     "path of libstrata_cuda.so (default: next to libstrata)"},
+};
 
 const char* env(const char* name) {
   const char* v = std::getenv(name);
@@ -28,7 +64,66 @@ int64_t parseInt(const char* name, const char* v, int64_t lo, int64_t hi) {
   return x;
 }
 
+// Whether `word` is one of the ", "-separated `choices`.
+bool isChoice(std::string_view choices, std::string_view word) {
+  while (!choices.empty()) {
+    const size_t comma = choices.find(", ");
+    if (choices.substr(0, comma) == word) return true;
+    if (comma == std::string_view::npos) break;
+    choices.remove_prefix(comma + 2);
+  }
+  return false;
+}
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
 }  // namespace
+
+std::span<const ConfigVar> configVariables() { return kConfigVars; }
+
+void ConfigVar::parse(Config& config, const char* value) const {
+  std::visit(Overloaded{
+                 [&]<class T>(const IntegerField<T>& f) {
+                   const int64_t x = parseInt(name, value, f.lo, f.hi);
+                   if (f.multipleOf > 1 && x % f.multipleOf)
+                     throw InvalidArgument(
+                         strprintf("%s must be a multiple of %lld", name, static_cast<long long>(f.multipleOf)));
+                   config.*f.field = static_cast<T>(x);
+                 },
+                 [&](const ChoiceField& f) {
+                   if (!isChoice(f.choices, value))
+                     throw InvalidArgument(std::string(name) + "=" + value + " is not one of " + f.choices);
+                   config.*f.field = value;
+                 },
+                 [&](const TextField& f) { config.*f.field = value; },
+                 [&](const AlgoSpecField& f) { config.*f.field = parseAlgoSpec(value); },
+                 [](const ReadElsewhere&) {},
+             },
+             binding);
+}
+
+std::string ConfigVar::show(const Config& config) const {
+  return std::visit(Overloaded{
+                        [&]<class T>(const IntegerField<T>& f) { return std::to_string(config.*f.field); },
+                        [&](const ChoiceField& f) { return config.*f.field; },
+                        [&](const TextField& f) { return config.*f.field; },
+                        [&](const AlgoSpecField& f) {
+                          std::string out;
+                          for (auto& [k, v] : config.*f.field) out += (out.empty() ? "" : ",") + k + ":" + v;
+                          return out;
+                        },
+                        [](const ReadElsewhere&) { return std::string(); },
+                    },
+                    binding);
+}
+
+const char* ConfigVar::readBy() const {
+  const auto* r = std::get_if<ReadElsewhere>(&binding);
+  return r ? r->by : nullptr;
+}
 
 std::map<std::string, std::string> parseAlgoSpec(const std::string& spec) {
   std::map<std::string, std::string> out;
@@ -46,68 +141,24 @@ std::map<std::string, std::string> parseAlgoSpec(const std::string& spec) {
   return out;
 }
 
+Config::Config() {
+  for (const ConfigVar& v : kConfigVars) v.parse(*this, v.defaultValue);
+}
+
 Config Config::fromEnv() {
   Config c;
-  if (auto v = env("STRATA_TIMEOUT_MS")) c.timeoutMs = parseInt("STRATA_TIMEOUT_MS", v, 1, int64_t(1) << 40);
-  if (auto v = env("STRATA_TRANSPORT")) {
-    c.transport = v;
-    if (c.transport != "auto" && c.transport != "shm" && c.transport != "tcp" && c.transport != "ucx")
-      throw InvalidArgument(std::string("STRATA_TRANSPORT=") + v + " is not one of auto, shm, tcp, ucx");
+  for (const ConfigVar& v : kConfigVars) {
+    if (v.readBy()) continue;
+    if (const char* value = env(v.name)) v.parse(c, value);
   }
-  if (auto v = env("STRATA_NET")) {
-    c.net = v;
-    if (c.net != "tcp" && c.net != "ucx")
-      throw InvalidArgument(std::string("STRATA_NET=") + v + " is not one of tcp, ucx");
-  }
-  if (auto v = env("STRATA_TOPO_FILE")) c.topoFile = v;
-  if (auto v = env("STRATA_TUNE")) {
-    c.tune = v;
-    if (c.tune != "model" && c.tune != "probe")
-      throw InvalidArgument(std::string("STRATA_TUNE=") + v + " is not one of model, probe");
-  }
-  if (auto v = env("STRATA_SOCKET_IFNAME")) c.socketIfname = v;
-  if (auto v = env("STRATA_HOSTID")) c.hostId = v;
-  if (auto v = env("STRATA_ALGO")) c.algo = parseAlgoSpec(v);
-  if (auto v = env("STRATA_PIECE_BYTES")) c.pieceBytes = parseInt("STRATA_PIECE_BYTES", v, 256, 64 << 20);
-  if (c.pieceBytes % 64) throw InvalidArgument("STRATA_PIECE_BYTES must be a multiple of 64");
-  if (auto v = env("STRATA_NSLOTS")) c.nslots = static_cast<int>(parseInt("STRATA_NSLOTS", v, 2, 1024));
-  if (auto v = env("STRATA_NSOCKS")) c.nsocks = static_cast<int>(parseInt("STRATA_NSOCKS", v, 1, 64));
-  if (auto v = env("STRATA_SPIN_US")) c.spinUs = static_cast<int>(parseInt("STRATA_SPIN_US", v, 0, 1000000));
-  if (auto v = env("STRATA_GPU_DIRECT_BYTES"))
-    c.gpuDirectMaxBytes = parseInt("STRATA_GPU_DIRECT_BYTES", v, 0, int64_t{1} << 30);
-  if (auto v = env("STRATA_GPU_STAGE_CHUNK_BYTES"))
-    c.gpuStageChunkBytes = parseInt("STRATA_GPU_STAGE_CHUNK_BYTES", v, 0, int64_t{1} << 30);
-  if (auto v = env("STRATA_GPU_ONESHOT_BYTES"))
-    c.gpuOneShotMaxBytes = parseInt("STRATA_GPU_ONESHOT_BYTES", v, 0, int64_t{1} << 30);
   return c;
 }
 
 std::vector<Config::Entry> Config::describe() const {
-  std::string algos;
-  for (auto& [k, v] : algo) algos += (algos.empty() ? "" : ",") + k + ":" + v;
-  return {
-      {"STRATA_DEBUG", "", "log level: WARN, INFO or TRACE (default: silent)"},
-      {"STRATA_DEBUG_SUBSYS", "", "comma-separated subsystems to log: INIT,NET,COLL,TUNING,ALL (default ALL)"},
-      {"STRATA_TIMEOUT_MS", std::to_string(timeoutMs), "deadline of every wait in ms"},
-      {"STRATA_TRANSPORT", transport, "auto | shm | tcp | ucx: auto = shm in a host, STRATA_NET between hosts"},
-      {"STRATA_NET", net, "tcp | ucx: transport between hosts"},
-      {"STRATA_TOPO_FILE", topoFile, "topology JSON used instead of discovery"},
-      {"STRATA_TUNE", tune, "model | probe: link figures from the topology or measured at init"},
-      {"STRATA_SOCKET_IFNAME", socketIfname, "interface whose address ranks advertise"},
-      {"STRATA_HOSTID", hostId, "host identity override; equal ids share a host"},
-      {"STRATA_ALGO", algos, "forced algorithms, e.g. allreduce:ring,allgather:ring"},
-      {"STRATA_PIECE_BYTES", std::to_string(pieceBytes), "bytes per transport message (FIFO slot)"},
-      {"STRATA_NSLOTS", std::to_string(nslots), "FIFO slots per connection direction"},
-      {"STRATA_NSOCKS", std::to_string(nsocks), "TCP sockets per peer"},
-      {"STRATA_SPIN_US", std::to_string(spinUs), "spin time before a wait yields/sleeps"},
-      {"STRATA_GPU_DIRECT_BYTES", std::to_string(gpuDirectMaxBytes),
-       "CUDA IPC region per rank for device all-reduces on one host; larger ones run in rounds (0: staged)"},
-      {"STRATA_GPU_ONESHOT_BYTES", std::to_string(gpuOneShotMaxBytes),
-       "largest CUDA IPC all-reduce run one-shot (larger ones run two-shot)"},
-      {"STRATA_GPU_STAGE_CHUNK_BYTES", std::to_string(gpuStageChunkBytes),
-       "chunk of a device all-reduce staged through host memory (copies overlap the transfer)"},
-      {"STRATA_CUDA_LIBRARY", "", "path of libstrata_cuda.so (default: next to libstrata)"},
-  };
+  std::vector<Entry> out;
+  out.reserve(std::size(kConfigVars));
+  for (const ConfigVar& v : kConfigVars) out.push_back({v.name, v.show(*this), v.doc});
+  return out;
 }
 
 }  // namespace strata

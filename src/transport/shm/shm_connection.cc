@@ -9,12 +9,8 @@
 //      if a process dies. Any error before that unlinks what was created (ShmSegment is RAII).
 // The data path has no system calls, no locks and no allocations: two atomics per message.
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,6 +27,7 @@
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/sys.h"
 
 namespace strata {
 namespace shm {
@@ -41,15 +38,7 @@ constexpr uint8_t kAckFailed = 0;
 
 std::string randomHex(size_t bytes) {
   std::vector<uint8_t> buf(bytes);
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = getrandom(buf.data() + got, bytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      STRATA_THROW_SYS("getrandom for a shared memory segment name");
-    }
-    got += static_cast<size_t>(n);
-  }
+  fillRandom(buf.data(), bytes, "getrandom for a shared memory segment name");
   static const char* kHex = "0123456789abcdef";
   std::string out;
   for (uint8_t b : buf) {
@@ -57,13 +46,6 @@ std::string randomHex(size_t bytes) {
     out += kHex[b & 15];
   }
   return out;
-}
-
-// Pids are only comparable between processes of one pid namespace (containers sharing /dev/shm may not).
-uint64_t pidNamespaceId() {
-  struct stat st;
-  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
-  return static_cast<uint64_t>(st.st_ino) ^ (static_cast<uint64_t>(st.st_dev) << 32);
 }
 
 // A mapped POSIX shared-memory segment. Unmaps on destruction, and unlinks the name too while this
@@ -206,12 +188,11 @@ class ShmConnection final : public Connection {
         me_(me),
         peer_(peer),
         peerPid_(tx_->creatorPid) {
-    // Liveness: a pidfd (immune to pid reuse, sees zombies) if the kernel lets us, else kill(pid, 0).
-    pidComparable_ = tx_->creatorPidNs != 0 && tx_->creatorPidNs == pidNamespaceId();
-#ifdef SYS_pidfd_open
-    if (pidComparable_) pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, peerPid_, 0));
-#endif
-    if (!pidComparable_) {
+    // Liveness: pids are only comparable between processes of one pid namespace (containers sharing
+    // /dev/shm may not be).
+    const bool pidComparable = tx_->creatorPidNs != 0 && tx_->creatorPidNs == pidNamespaceId();
+    if (pidComparable) peerWatch_ = ProcessExitWatch(peerPid_);
+    if (!pidComparable) {
       STRATA_INFO(kLogShm, "rank %d: rank %d is in another pid namespace; only orderly closes are detected", me_,
                   peer_);
     }
@@ -220,7 +201,7 @@ class ShmConnection final : public Connection {
   ~ShmConnection() override {
     rx_->receiverClosed.store(1, std::memory_order_release);
     tx_->senderClosed.store(1, std::memory_order_release);
-    if (pidfd_ >= 0) ::close(pidfd_);
+    peerWatch_.reset();
   }
 
   void* trySendReserve(size_t bytes) override {
@@ -314,13 +295,7 @@ class ShmConnection final : public Connection {
                                 static_cast<unsigned long long>(ready), static_cast<unsigned long long>(size)));
   }
 
-  bool peerExited() const {
-    if (pidfd_ >= 0) {
-      struct pollfd p = {pidfd_, POLLIN, 0};
-      return ::poll(&p, 1, 0) > 0;
-    }
-    return pidComparable_ && ::kill(peerPid_, 0) == -1 && errno == ESRCH;
-  }
+  bool peerExited() const { return peerWatch_.exited(); }
 
   [[noreturn]] void throwClosed() const {
     throw RemoteError(
@@ -338,8 +313,7 @@ class ShmConnection final : public Connection {
   uint64_t nslots_;
   int me_, peer_;
   pid_t peerPid_;
-  int pidfd_ = -1;
-  bool pidComparable_ = false;
+  ProcessExitWatch peerWatch_;  // watches nothing unless the peer's pids are comparable with ours
   // Sender side (local copies; the shared counters are touched once per message).
   uint64_t txHead_ = 0, txTailCache_ = 0, txSlot_ = 0;
   bool reserved_ = false;

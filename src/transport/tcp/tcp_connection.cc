@@ -14,14 +14,12 @@
 // a peer is never held back by our kernel buffers while we are busy elsewhere.
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -30,12 +28,14 @@
 #include <vector>
 
 #include "bootstrap/peer_exchange.h"
+#include "transport/staging_buffer.h"
 #include "transport/tcp/tcp_auth.h"
 #include "transport/tcp/tcp_socket.h"
 #include "transport/transport.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/sys.h"
 
 namespace strata {
 namespace tcp {
@@ -52,31 +52,6 @@ constexpr int kCloseFlushMs = 2000;
 
 enum Verdict : uint8_t { kVerdictFailed = 0, kVerdictOk = 1, kVerdictInvalidUsage = 2 };
 
-struct AlignedFree {
-  void operator()(char* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<char, AlignedFree>;
-
-Buffer allocBuffers(size_t bytes) {
-  char* p = static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(64, bytes)));
-  if (!p) throw SysError("allocating TCP transport buffers", ENOMEM);
-  std::memset(p, 0, bytes);  // pre-fault
-  return Buffer(p);
-}
-
-void fillRandom(void* p, size_t n) {
-  auto* b = static_cast<uint8_t*>(p);
-  while (n > 0) {
-    ssize_t r = getrandom(b, n, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      STRATA_THROW_SYS("getrandom");
-    }
-    b += r;
-    n -= static_cast<size_t>(r);
-  }
-}
-
 class TcpConnection final : public Connection {
  public:
   TcpConnection(std::vector<Fd> fds, int me, int peer, std::string peerAddr, const Config& config)
@@ -87,8 +62,8 @@ class TcpConnection final : public Connection {
         stride_((config.pieceBytes + 63) / 64 * 64),
         nslots_(static_cast<uint64_t>(config.nslots)),
         nsocks_(static_cast<uint64_t>(fds.size())),
-        sendBuf_(allocBuffers(stride_ * nslots_)),
-        recvBuf_(allocBuffers(stride_ * nslots_)),
+        sendBuf_(allocStagingBuffer(stride_ * nslots_, "TCP")),
+        recvBuf_(allocStagingBuffer(stride_ * nslots_, "TCP")),
         sendHdr_(nslots_),
         recvHdr_(nslots_),
         sendDone_(nslots_, 0),
@@ -365,7 +340,7 @@ class TcpConnection final : public Connection {
   std::string peerAddr_;
   size_t pieceBytes_, stride_;
   uint64_t nslots_, nsocks_;
-  Buffer sendBuf_, recvBuf_;
+  StagingBuffer sendBuf_, recvBuf_;
   std::vector<MsgHeader> sendHdr_, recvHdr_;
   std::vector<uint8_t> sendDone_, recvReady_;
   std::vector<Sock> socks_;
