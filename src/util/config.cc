@@ -39,8 +39,10 @@ constexpr ConfigVar kConfigVars[] = {
      "largest CUDA IPC all-reduce run one-shot (larger ones run two-shot)"},
     {"STRATA_GPU_STAGE_CHUNK_BYTES", "4M", IntegerField{&Config::gpuStageChunkBytes, 0, int64_t{1} << 30},
      "chunk of a device all-reduce staged through host memory (copies overlap the transfer)"},
-    {"STRATA_CUDA_LIBRARY", "", ReadElsewhere{"core/gpu_runtime.cc"},
+    {"STRATA_CUDA_LIBRARY", "", ReadElsewhere{"kernels/cuda_loader.cc"},
      "path of libstrata_cuda.so (default: next to libstrata)"},
+    {"STRATA_SECRET", "", ReadElsewhere{"bootstrap/env_launch.cc"},
+     "job secret (32 hex digits) of a launch from the environment; strata-run sets a random one"},
 };
 
 const char* env(const char* name) {

@@ -59,8 +59,7 @@ struct ConfigVar {
   const char* readBy() const;
 };
 
-/// Every STRATA_* variable of a run, in describe() order. Not listed: STRATA_SECRET, which launchers set for
-/// bootstrap/env_launch.cc (describe() has never listed it).
+/// Every STRATA_* variable of the library, in describe() order (the README's table lists the same).
 std::span<const ConfigVar> configVariables();
 
 }  // namespace strata
