@@ -16,28 +16,14 @@
 #include <vector>
 
 #include "bootstrap/peer_exchange.h"
+#include "bootstrap/siphash.h"
+#include "bootstrap/unique_id.h"
 #include "strata/strata.h"
 
 namespace strata {
 
 struct Config;
 class BootstrapNetwork;
-
-/// Decoded contents of a strataUniqueId.
-struct UniqueIdInfo {
-  uint32_t magic = 0;
-  uint8_t family = 0;                // AF_INET or AF_INET6
-  uint8_t addr[16] = {0};            // root address, network byte order
-  uint16_t port = 0;                 // root port, host byte order
-  std::array<uint8_t, 16> secret{};  // MAC key
-  uint64_t nonce = 0;                // distinguishes ids made in one process
-};
-/// First four bytes of every encoded unique id ("STRI" in memory order).
-constexpr uint32_t kUniqueIdMagic = 0x49525453;
-/// Writes `info` (always with kUniqueIdMagic) plus a checksum, so that a truncated or foreign id is caught.
-strataUniqueId encodeUniqueId(const UniqueIdInfo& info);
-/// Throws InvalidArgument if the bytes are not a Strata unique id.
-UniqueIdInfo decodeUniqueId(const strataUniqueId& id);
 
 /// Starts a root service listening on `bindAddr:port` (port 0 = ephemeral; bindAddr empty = the address
 /// ranks should use, picked from STRATA_SOCKET_IFNAME or the default route) and returns its id.
@@ -48,8 +34,6 @@ UniqueIdInfo decodeUniqueId(const strataUniqueId& id);
 /// cannot be bound (EADDRINUSE names the address and port).
 UniqueIdInfo startRootService(const Config& config, const std::string& bindAddr, uint16_t port,
                               const std::array<uint8_t, 16>& secret, int nranksHint);
-/// 16 bytes from the kernel's CSPRNG (getrandom, else /dev/urandom): the secret of a new unique id.
-std::array<uint8_t, 16> randomSecret();
 
 /// What strataCommInitFromEnv found in the environment.
 struct EnvLaunch {
@@ -156,7 +140,5 @@ class Bootstrap : public PeerExchange {
 /// port uniqueIdForEnv gives), then every rank connects. Collective over all env.size ranks.
 std::shared_ptr<Bootstrap> connectFromEnv(const Config& config, const EnvLaunch& env);
 
-/// SipHash-2-4 (a keyed 64-bit MAC) over data with a 128-bit key.
-uint64_t sipHash24(const std::array<uint8_t, 16>& key, const void* data, size_t len);
 
 }  // namespace strata

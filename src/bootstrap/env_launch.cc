@@ -9,6 +9,8 @@
 #include <optional>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/siphash.h"
+#include "bootstrap/socket_io.h"
 #include "util/error.h"
 
 namespace strata {
@@ -269,6 +271,23 @@ EnvLaunch discoverEnvLaunch() {
       "no launcher environment found: looked for RANK and WORLD_SIZE (torchrun, strata-run), OMPI_COMM_WORLD_RANK "
       "and OMPI_COMM_WORLD_SIZE (Open MPI mpirun), SLURM_PROCID and SLURM_NTASKS (Slurm srun); use strata-run, "
       "torchrun, mpirun or srun, or strataCommInitRank with a unique id");
+}
+
+UniqueIdInfo uniqueIdForEnv(const EnvLaunch& env) {
+  if (env.rootAddr.empty()) throw InvalidArgument("environment launch (" + env.source + "): no root address");
+  if (env.rootPort == 0) throw InvalidArgument("environment launch (" + env.source + "): root port is 0");
+  auto addr =
+      bootstrap_io::resolveHost(env.rootAddr, env.rootPort, false, "bootstrap root address (" + env.source + ")");
+  UniqueIdInfo info;
+  info.magic = kUniqueIdMagic;
+  info.family = static_cast<uint8_t>(addr.family());
+  bootstrap_io::sockAddrToRaw(addr, info.addr);
+  info.port = env.rootPort;
+  info.secret = env.secret;
+  // Every rank must agree on the nonce (the world commId is derived from it) without talking first.
+  static const char kDomain[] = "strata-env-nonce";
+  info.nonce = sipHash24(env.secret, kDomain, sizeof(kDomain) - 1);
+  return info;
 }
 
 }  // namespace strata

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "bootstrap/wire.h"
+#include "bootstrap/siphash.h"
 #include "util/error.h"
 #include "util/log.h"
 

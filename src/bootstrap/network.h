@@ -15,7 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
+#include "bootstrap/unique_id.h"
 #include "bootstrap/socket_io.h"
 #include "util/config.h"
 

@@ -4,7 +4,7 @@
 // unique id's secret, and secrets/ports derived from a launcher's job identity.
 #include <cstring>
 
-#include "bootstrap/bootstrap.h"
+#include "bootstrap/siphash.h"
 
 namespace strata {
 namespace {

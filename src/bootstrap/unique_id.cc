@@ -3,11 +3,13 @@
 //   [48,56) SipHash of bytes [0,48) under a fixed key   [56,128) zero
 // The checksum and the zero tail let decodeUniqueId reject garbage or a truncated copy with a clear
 // error instead of connecting somewhere random.
+#include "bootstrap/unique_id.h"
+
 #include <sys/socket.h>
 
 #include <cstring>
 
-#include "bootstrap/bootstrap.h"
+#include "bootstrap/siphash.h"
 #include "bootstrap/socket_io.h"
 #include "util/error.h"
 #include "util/sys.h"
@@ -87,22 +89,4 @@ std::array<uint8_t, 16> randomSecret() {
   fillRandomOrUrandom(s.data(), s.size(), "bootstrap: ");
   return s;
 }
-
-UniqueIdInfo uniqueIdForEnv(const EnvLaunch& env) {
-  if (env.rootAddr.empty()) throw InvalidArgument("environment launch (" + env.source + "): no root address");
-  if (env.rootPort == 0) throw InvalidArgument("environment launch (" + env.source + "): root port is 0");
-  auto addr =
-      bootstrap_io::resolveHost(env.rootAddr, env.rootPort, false, "bootstrap root address (" + env.source + ")");
-  UniqueIdInfo info;
-  info.magic = kUniqueIdMagic;
-  info.family = static_cast<uint8_t>(addr.family());
-  bootstrap_io::sockAddrToRaw(addr, info.addr);
-  info.port = env.rootPort;
-  info.secret = env.secret;
-  // Every rank must agree on the nonce (the world commId is derived from it) without talking first.
-  static const char kDomain[] = "strata-env-nonce";
-  info.nonce = sipHash24(env.secret, kDomain, sizeof(kDomain) - 1);
-  return info;
-}
-
 }  // namespace strata

@@ -10,9 +10,9 @@
 #include <string>
 #include <variant>
 
-#include "util/config.h"
-
 namespace strata {
+
+struct Config;  // util/config.h: the table only names its fields, so the two headers do not include each other
 
 /// An integer in [lo, hi], in decimal, 0x hex or 0 octal, with an optional k/K, m/M or g/G suffix (x 2^10,
 /// 2^20, 2^30); when multipleOf > 1 it must also be a multiple of it.
