@@ -14,36 +14,15 @@
 #include <cmath>
 #include <map>
 
+#include "collectives/host_layout.h"
+
 namespace strata {
 namespace {
 
-struct Layout {
-  int n = 1;
-  int hosts = 1;
-  std::vector<int> hostOf;      // index: rank
-  std::vector<int> perHost;     // ranks on each host
-  int minLocal = 1, maxLocal = 1;
-
-  explicit Layout(const TuningInputs& in) : n(in.nranks) {
-    hostOf = in.hostOf.empty() ? std::vector<int>(static_cast<size_t>(n), 0) : in.hostOf;
-    std::map<int, int> count;
-    for (int h : hostOf) ++count[h];
-    hosts = static_cast<int>(count.size());
-    minLocal = n;
-    maxLocal = 0;
-    for (auto& [h, c] : count) {
-      perHost.push_back(c);
-      minLocal = std::min(minLocal, c);
-      maxLocal = std::max(maxLocal, c);
-    }
-  }
-  bool cross(int a, int b) const { return hostOf[static_cast<size_t>(a)] != hostOf[static_cast<size_t>(b)]; }
-};
-
 struct Model {
   const TuningInputs& in;
-  Layout lay;
-  explicit Model(const TuningInputs& inputs) : in(inputs), lay(inputs) {}
+  HostLayout lay;
+  explicit Model(const TuningInputs& inputs) : in(inputs), lay(inputs.nranks, inputs.hostOf, "cost model") {}
 
   double bw(const LinkFigures& l) const { return std::max(l.bandwidthGBps, 1e-6) * 1e3; }  // bytes per us
   // Bandwidth of one of `flows` concurrent flows leaving one host.
@@ -63,9 +42,9 @@ struct Model {
     int crossings = 0;
     for (int i = 0; i < m; ++i) {
       const int a = members[static_cast<size_t>(i)], b = members[static_cast<size_t>((i + 1) % m)];
-      if (lay.cross(a, b)) {
+      if (lay.crossesHosts(a, b)) {
         ++crossings;
-        ++crossingsPerHost[lay.hostOf[static_cast<size_t>(a)]];
+        ++crossingsPerHost[lay.hostOf(a)];
       }
     }
     int worst = 0;
@@ -77,19 +56,19 @@ struct Model {
   }
 
   std::vector<int> allRanks() const {
-    std::vector<int> v(static_cast<size_t>(lay.n));
-    for (int i = 0; i < lay.n; ++i) v[static_cast<size_t>(i)] = i;
+    std::vector<int> v(static_cast<size_t>(lay.nranks()));
+    for (int i = 0; i < lay.nranks(); ++i) v[static_cast<size_t>(i)] = i;
     return v;
   }
 
   // Every rank sends `bytes` to each of the others at once (one-shot's exchange, two-shot's halves).
   double direct(double bytes, double reduceBytes) const {
-    const int n = lay.n;
+    const int n = lay.nranks();
     double t = in.intra.latencyUs + (n - 1) * chunks(bytes) * in.messageUs + (n - 1) * bytes / bw(in.intra);
-    if (lay.hosts > 1) {
+    if (lay.nhosts() > 1) {
       // Each host sends local x remote x bytes through its NICs; every pair crossing is a flow. Each of
       // a rank's remote messages costs the network stack a full message latency on this rank's CPU.
-      const double local = lay.maxLocal;
+      const double local = lay.maxPerHost();
       const double hostBytes = local * (n - local) * bytes;
       const double hostBw = bw(in.inter) * std::max(1, in.nicsPerHost);
       t = std::max(t, (n - local) * in.inter.latencyUs + hostBytes / hostBw);
@@ -99,7 +78,7 @@ struct Model {
 
   // Recursive halving or doubling: log2(p) exchanges of halving sizes, plus the pair steps for n != 2^k.
   double rhdPhase(double total, bool reduce) const {
-    const int n = lay.n;
+    const int n = lay.nranks();
     int p = 1;
     while (p * 2 <= n) p *= 2;
     const int rem = n - p;
@@ -109,7 +88,7 @@ struct Model {
       bytes /= 2;
       std::map<int, int> flows;  // flows leaving each host in this step
       for (int v = 0; v < p; ++v)
-        if (lay.cross(real(v), real(v ^ mask))) ++flows[lay.hostOf[static_cast<size_t>(real(v))]];
+        if (lay.crossesHosts(real(v), real(v ^ mask))) ++flows[lay.hostOf(real(v))];
       int worst = 0;
       for (auto& [h, c] : flows) worst = std::max(worst, c);
       const LinkFigures& link = worst ? in.inter : in.intra;
@@ -118,7 +97,7 @@ struct Model {
     }
     if (rem > 0) {
       bool crosses = false;
-      for (int i = 0; i < rem; ++i) crosses |= lay.cross(2 * i, 2 * i + 1);
+      for (int i = 0; i < rem; ++i) crosses |= lay.crossesHosts(2 * i, 2 * i + 1);
       const LinkFigures& link = crosses ? in.inter : in.intra;
       t += link.latencyUs + chunks(total) * in.messageUs + total / (crosses ? netFlowBw(rem) : bw(in.intra));
     }
@@ -126,9 +105,9 @@ struct Model {
   }
 
   double tree(double bytes) const {
-    const int n = lay.n;
+    const int n = lay.nranks();
     const double depth = std::ceil(std::log2(n + 1.0));
-    const bool crosses = lay.hosts > 1;
+    const bool crosses = lay.nhosts() > 1;
     const LinkFigures& link = crosses ? in.inter : in.intra;
     const double rate = crosses ? std::min(bw(in.intra), netFlowBw(2)) : bw(in.intra);
     const double chunk = std::min(bytes / 2, static_cast<double>(in.chunkBytes) / 2);
@@ -141,14 +120,11 @@ struct Model {
 
   // Hierarchical: ring inside each host, rails between hosts, ring inside each host.
   double hier(CollKind kind, double bytes) const {
-    const int L = lay.maxLocal, H = lay.hosts, R = lay.minLocal;
-    // Ranks of the largest host, in order: the intra-host rings all look alike.
+    const int L = lay.maxPerHost(), H = lay.nhosts(), R = lay.minPerHost();
+    // Ranks of a largest host, in order: the intra-host rings all look alike.
     std::vector<int> host;
-    int big = 0;
-    for (size_t h = 0; h < lay.perHost.size(); ++h)
-      if (lay.perHost[h] == L) big = static_cast<int>(h);
-    for (int r = 0; r < lay.n; ++r)
-      if (lay.hostOf[static_cast<size_t>(r)] == big) host.push_back(r);
+    for (const std::vector<int>& ranks : lay.hosts())
+      if (static_cast<int>(ranks.size()) == L) host = ranks;
     const double intraStep = bytes / L;
     const double railBytes = bytes / R;
     const double railRate = netFlowBw(R);
@@ -162,10 +138,11 @@ struct Model {
         return ring(host, L - 1, intraStep, (L - 1) * intraStep) + interRing(2 * (H - 1), true) +
                ring(host, L - 1, intraStep, 0);
       case CollKind::kReduceScatter:
-        return ring(host, L - 1, intraStep, (L - 1) * intraStep) + interRing(H - 1, true) +
-               in.intra.latencyUs + copyUs(bytes / lay.n);
+        return ring(host, L - 1, intraStep, (L - 1) * intraStep) + interRing(H - 1, true) + in.intra.latencyUs +
+               copyUs(bytes / lay.nranks());
       default:  // all-gather
-        return in.intra.latencyUs + copyUs(bytes / lay.n) + interRing(H - 1, false) + ring(host, L - 1, intraStep, 0);
+        return in.intra.latencyUs + copyUs(bytes / lay.nranks()) + interRing(H - 1, false) +
+               ring(host, L - 1, intraStep, 0);
     }
   }
 };
@@ -211,7 +188,7 @@ std::vector<Prediction> predictAll(CollKind kind, size_t size, const TuningInput
   if (in.nranks <= 1) return {Prediction{algorithmsFor(kind).front(), 0}};  // a local copy
   const Model m(in);
   const double S = static_cast<double>(size);
-  const int n = m.lay.n;
+  const int n = m.lay.nranks();
   std::vector<Prediction> out;
   auto add = [&](const char* name, double us) { out.push_back(Prediction{name, us}); };
   const std::vector<int> all = m.allRanks();
@@ -223,17 +200,17 @@ std::vector<Prediction> predictAll(CollKind kind, size_t size, const TuningInput
       add("twoshot", m.direct(seg, (n - 1) * seg) * 2);
       add("rhd", m.rhdPhase(S, true) + m.rhdPhase(S, false));
       add("tree", m.tree(S));
-      if (m.lay.hosts > 1) add("hier", m.hier(kind, S));
+      if (m.lay.nhosts() > 1) add("hier", m.hier(kind, S));
       break;
     case CollKind::kReduceScatter:
       add("ring", m.ring(all, n - 1, seg, (n - 1) * seg));
       add("rhd", m.rhdPhase(S, true) + m.copyUs(seg));
-      if (m.lay.hosts > 1) add("hier", m.hier(kind, S));
+      if (m.lay.nhosts() > 1) add("hier", m.hier(kind, S));
       break;
     case CollKind::kAllGather:
       add("ring", m.ring(all, n - 1, seg, 0));
       add("rhd", m.rhdPhase(S, false));
-      if (m.lay.hosts > 1) add("hier", m.hier(kind, S));
+      if (m.lay.nhosts() > 1) add("hier", m.hier(kind, S));
       break;
     default:
       for (const std::string& name : algorithmsFor(kind)) out.push_back(Prediction{name, 0});

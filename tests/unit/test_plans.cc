@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collectives/algorithms.h"
+#include "collectives/host_layout.h"
 #include "collectives/interpreter.h"
 #include "collectives/plan.h"
 #include "kernels/reduce.h"
@@ -661,6 +662,53 @@ TEST(Algorithms, BadArguments) {
   args.kind = CollKind::kAllGather;
   args.count = SIZE_MAX / 2;
   EXPECT_THROW(makePlan(args, "ring"), InvalidArgument);
+}
+
+// The host layout the hierarchical plans and the cost model share: hosts in order of their lowest rank,
+// ranks ascending, rails = the smallest host's rank count; bad layouts are rejected with the collective's name.
+TEST(PlanHostLayout, GroupsRanksByHost) {
+  const HostLayout one(4, {}, "test");
+  EXPECT_EQ(one.hosts(), (std::vector<std::vector<int>>{{0, 1, 2, 3}}));
+  EXPECT_EQ(one.rails(), 4);
+  EXPECT_FALSE(one.crossesHosts(0, 3));
+
+  const HostLayout threes(7, {0, 0, 0, 1, 1, 1, 2}, "test");
+  EXPECT_EQ(threes.hosts(), (std::vector<std::vector<int>>{{0, 1, 2}, {3, 4, 5}, {6}}));
+  EXPECT_EQ(threes.minPerHost(), 1);
+  EXPECT_EQ(threes.maxPerHost(), 3);
+  EXPECT_EQ(threes.rails(), 1);
+  EXPECT_EQ(threes.localOf(5), 2);
+  EXPECT_EQ(threes.hostOf(6), 2);
+  EXPECT_EQ(threes.rail(0), (std::vector<int>{0, 3, 6}));
+
+  // Hosts are numbered by their lowest rank, whatever indices the caller used.
+  const HostLayout alternating(5, {1, 0, 1, 0, 1}, "test");
+  EXPECT_EQ(alternating.hosts(), (std::vector<std::vector<int>>{{0, 2, 4}, {1, 3}}));
+  EXPECT_EQ(alternating.hostOf(0), 0);
+  EXPECT_EQ(alternating.localOf(3), 1);
+  EXPECT_EQ(alternating.rails(), 2);
+  EXPECT_EQ(alternating.rail(1), (std::vector<int>{2, 3}));
+  EXPECT_TRUE(alternating.crossesHosts(0, 1));
+  EXPECT_FALSE(alternating.crossesHosts(1, 3));
+}
+
+TEST(PlanHostLayout, RejectsBadLayouts) {
+  auto message = [](int n, const std::vector<int>& hostOf) {
+    CollArgs args;
+    args.nranks = n;
+    args.count = 10;
+    args.hostOf = hostOf;
+    try {
+      makePlan(args, "hier");
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(4, {0, 0, 1}), "allreduce: host layout names 3 ranks, the communicator has 4");
+  EXPECT_EQ(message(4, {0, 0, 1, 4}), "allreduce: rank 3 has host index 4");
+  EXPECT_EQ(message(3, {0, -1, 1}), "allreduce: rank 1 has host index -1");
+  EXPECT_THROW(HostLayout(2, {0, 2}, "test"), InvalidArgument);
 }
 
 // ---- determinism ---------------------------------------------------------------------------------------
