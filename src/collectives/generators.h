@@ -17,7 +17,7 @@ namespace strata {
 Plan ringAllReduce(const CollArgs& args);
 Plan ringReduceScatter(const CollArgs& args);
 Plan ringAllGather(const CollArgs& args);
-// chain.cc: pipelined chains from / to the root (listed as "ring" for broadcast and reduce)
+// chain.cc: pipelined chains from / to the root ("chain", the algorithm of broadcast and reduce)
 Plan chainBroadcast(const CollArgs& args);
 Plan chainReduce(const CollArgs& args);
 // oneshot.cc

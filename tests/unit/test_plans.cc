@@ -593,7 +593,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CollAlgo{CollKind::kReduceScatter, "ring"}, CollAlgo{CollKind::kReduceScatter, "rhd"},
                       CollAlgo{CollKind::kReduceScatter, "hier"}, CollAlgo{CollKind::kAllGather, "ring"},
                       CollAlgo{CollKind::kAllGather, "rhd"}, CollAlgo{CollKind::kAllGather, "hier"},
-                      CollAlgo{CollKind::kBroadcast, "ring"}, CollAlgo{CollKind::kReduce, "ring"},
+                      CollAlgo{CollKind::kBroadcast, "chain"}, CollAlgo{CollKind::kReduce, "chain"},
                       CollAlgo{CollKind::kAllToAll, "pairwise"}, CollAlgo{CollKind::kBarrier, "dissemination"}),
     paramName);
 
@@ -603,8 +603,8 @@ TEST(Algorithms, ListsAndDefaults) {
             (std::vector<std::string>{"ring", "oneshot", "twoshot", "rhd", "tree", "hier"}));
   EXPECT_EQ(algorithmsFor(CollKind::kReduceScatter), (std::vector<std::string>{"ring", "rhd", "hier"}));
   EXPECT_EQ(algorithmsFor(CollKind::kAllGather), (std::vector<std::string>{"ring", "rhd", "hier"}));
-  EXPECT_EQ(algorithmsFor(CollKind::kBroadcast), std::vector<std::string>{"ring"});
-  EXPECT_EQ(algorithmsFor(CollKind::kReduce), std::vector<std::string>{"ring"});
+  EXPECT_EQ(algorithmsFor(CollKind::kBroadcast), std::vector<std::string>{"chain"});
+  EXPECT_EQ(algorithmsFor(CollKind::kReduce), std::vector<std::string>{"chain"});
   EXPECT_EQ(algorithmsFor(CollKind::kAllToAll), std::vector<std::string>{"pairwise"});
   EXPECT_EQ(algorithmsFor(CollKind::kSend), std::vector<std::string>{"p2p"});
   EXPECT_EQ(algorithmsFor(CollKind::kRecv), std::vector<std::string>{"p2p"});
@@ -651,9 +651,12 @@ TEST(Algorithms, BadArguments) {
   args.chunkElems = 8;
   args.kind = CollKind::kBroadcast;
   args.root = 4;
-  EXPECT_THROW(makePlan(args, "ring"), InvalidArgument);
+  EXPECT_THROW(makePlan(args, "chain"), InvalidArgument);
   args.root = -1;
-  EXPECT_THROW(makePlan(args, "ring"), InvalidArgument);
+  EXPECT_THROW(makePlan(args, "chain"), InvalidArgument);
+  args.root = 0;
+  EXPECT_NO_THROW(makePlan(args, "chain"));
+  EXPECT_THROW(makePlan(args, "ring"), InvalidArgument);  // broadcast and reduce run chains, not rings
   args.kind = CollKind::kSend;
   args.peer = 1;  // self
   EXPECT_THROW(makePlan(args, "p2p"), InvalidArgument);
