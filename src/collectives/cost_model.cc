@@ -26,6 +26,7 @@
 #include <map>
 
 #include "collectives/host_layout.h"
+#include "collectives/rhd_pattern.h"
 
 namespace strata {
 namespace {
@@ -37,8 +38,8 @@ struct Phase {
     kRing,      // `steps` ring steps over `members`, each rank sending `stepBytes` per step
     kDirect,    // `steps` rounds in which every rank sends `stepBytes` to each of `fanout` peers at once (each
                 // round priced alike: `reduceBytes` / `steps` reduced in each)
-    kHalving,   // recursive halving of `stepBytes` over `virtualRanks`, with `pairs` pair hand-overs of it
-    kDoubling,  // recursive doubling up to `stepBytes` over `virtualRanks`, with `pairs` hand-backs of it
+    kHalving,   // recursive halving of `stepBytes` over `rhd`'s virtual ranks, after a pair step of it
+    kDoubling,  // recursive doubling up to `stepBytes` over `rhd`'s virtual ranks, then a pair step of it
     kTree,      // double binary tree: `steps` hops of the first `stepBytes` chunk, then the busiest rank's
                 // `fanout` streams of `streamBytes` each (up and down, in its two trees)
     kRail,      // `steps` ring steps between hosts, each rank sending `stepBytes`, `flows` rings per host
@@ -53,8 +54,7 @@ struct Phase {
   double reduceBytes = 0;    // bytes a rank reduces over the phase
   std::vector<int> members;  // kRing: the ring's ranks, in order
   int flows = 1;             // kRail: rings leaving each host at once
-  int virtualRanks = 1;      // kHalving, kDoubling: the power of two p <= n
-  int pairs = 0;             // kHalving, kDoubling: n - p ranks that hand their data to a partner
+  RhdPattern rhd{1};         // kHalving, kDoubling: the virtual ranks and pairs
 };
 using Pattern = Phase::Pattern;
 
@@ -101,13 +101,11 @@ struct Model {
     for (auto& [h, c] : crossingsPerHost) *worst = std::max(*worst, c);
     return crossings;
   }
-  // Recursive halving and doubling: virtual rank v is rank 2v+1 for v < pairs, else v + pairs (rhd.cc).
-  int rhdReal(const Phase& ph, int v) const { return v < ph.pairs ? 2 * v + 1 : v + ph.pairs; }
-  // Exchanges of the step with partner v ^ mask that leave the busiest host.
-  int rhdFlows(const Phase& ph, int mask) const {
+  // Exchanges of the recursive halving or doubling step with mask `mask` that leave the busiest host.
+  int rhdFlows(const RhdPattern& g, int mask) const {
     std::map<int, int> flows;  // flows leaving each host in this step
-    for (int v = 0; v < ph.virtualRanks; ++v)
-      if (lay.crossesHosts(rhdReal(ph, v), rhdReal(ph, v ^ mask))) ++flows[lay.hostOf(rhdReal(ph, v))];
+    for (int v = 0; v < g.p; ++v)
+      if (lay.crossesHosts(g.real(v), g.real(v ^ mask))) ++flows[lay.hostOf(g.real(v))];
     int worst = 0;
     for (auto& [h, c] : flows) worst = std::max(worst, c);
     return worst;
@@ -140,12 +138,10 @@ struct Model {
     auto rhd = [&](Pattern pattern, bool reduce) {
       Phase ph;
       ph.pattern = pattern;
-      while (ph.virtualRanks * 2 <= n) ph.virtualRanks *= 2;
-      ph.pairs = n - ph.virtualRanks;
-      for (int mask = ph.virtualRanks / 2; mask >= 1; mask /= 2) ++ph.steps;
-      ph.steps += ph.pairs > 0 ? 1 : 0;
+      ph.rhd = RhdPattern(n);
+      ph.steps = ph.rhd.exchanges() + (ph.rhd.pairs > 0 ? 1 : 0);
       ph.stepBytes = bytes;
-      ph.reduceBytes = reduce ? bytes - bytes / ph.virtualRanks : 0;  // the halving steps' sizes
+      ph.reduceBytes = reduce ? bytes - bytes / ph.rhd.p : 0;  // the halving steps' sizes
       return ph;
     };
     auto simple = [&](Pattern pattern, int steps, double stepBytes) {
@@ -243,18 +239,19 @@ struct Model {
         const bool reduce = ph.reduceBytes > 0;
         const double total = ph.stepBytes;
         double t = 0, bytes = total;
-        for (int mask = ph.virtualRanks / 2; mask >= 1; mask /= 2) {
+        for (int mask = ph.rhd.p / 2; mask >= 1; mask /= 2) {
           bytes /= 2;
-          const int worst = rhdFlows(ph, mask);
+          const int worst = rhdFlows(ph.rhd, mask);
           const LinkFigures& link = worst ? in.inter : in.intra;
           const double rate = worst ? std::min(bw(in.intra), netFlowBw(worst)) : bw(in.intra);
           t += link.latencyUs + chunks(bytes) * in.messageUs + bytes / rate + (reduce ? reduceUs(bytes) : 0);
         }
-        if (ph.pairs > 0) {
+        if (ph.rhd.pairs > 0) {
           bool crosses = false;
-          for (int i = 0; i < ph.pairs; ++i) crosses |= lay.crossesHosts(2 * i, 2 * i + 1);
+          for (int i = 0; i < ph.rhd.pairs; ++i) crosses |= lay.crossesHosts(2 * i, 2 * i + 1);
           const LinkFigures& link = crosses ? in.inter : in.intra;
-          t += link.latencyUs + chunks(total) * in.messageUs + total / (crosses ? netFlowBw(ph.pairs) : bw(in.intra));
+          t += link.latencyUs + chunks(total) * in.messageUs +
+               total / (crosses ? netFlowBw(ph.rhd.pairs) : bw(in.intra));
         }
         return t;
       }
@@ -373,12 +370,12 @@ bool shapeCounts(CollKind kind, const std::string& algorithm, size_t size, const
       case Pattern::kDoubling: {
         // The formula prices the steps along the path, not what any one rank sends.
         double bytes = ph.stepBytes;
-        for (int mask = ph.virtualRanks / 2; mask >= 1; mask /= 2) {
+        for (int mask = ph.rhd.p / 2; mask >= 1; mask /= 2) {
           bytes /= 2;
           c.pathBytes += bytes;
           c.messages += m.chunks(bytes);
         }
-        if (ph.pairs > 0) {
+        if (ph.rhd.pairs > 0) {
           c.pathBytes += ph.stepBytes;
           c.messages += m.chunks(ph.stepBytes);
         }

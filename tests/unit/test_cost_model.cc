@@ -20,6 +20,7 @@
 #include "collectives/cost_model.h"
 #include "collectives/host_layout.h"
 #include "collectives/plan.h"
+#include "collectives/rhd_pattern.h"
 #include "collectives/selector.h"
 #include "util/error.h"
 
@@ -238,9 +239,7 @@ std::string describe(CollKind kind, const std::string& algorithm, int n, const s
 // Bytes of the full buffer for n ranks on `layout`: every cut the model makes (n blocks, p virtual ranks, two
 // trees; for hier L ranks per host, R rails x H hosts) is exact, so the plans' blocks are the sizes the model uses.
 size_t callBytes(int n, const HostLayout& layout, const std::string& algorithm) {
-  size_t p = 1;
-  while (p * 2 <= static_cast<size_t>(n)) p *= 2;
-  size_t s = std::lcm(static_cast<size_t>(n), p);
+  size_t s = std::lcm(static_cast<size_t>(n), static_cast<size_t>(RhdPattern(n).p));
   if (algorithm != "hier") return 2 * s;
   s = std::lcm(s, static_cast<size_t>(layout.maxPerHost()));
   s = std::lcm(s, static_cast<size_t>(layout.rails() * layout.nhosts()));
@@ -277,9 +276,8 @@ void expectAgreement(CollKind kind, const std::string& algorithm, int n, const H
                      double chunk, const ShapeCounts& m, const PlanCounts& c) {
   const double none = std::nan("");
   auto chunks = [&](double bytes) { return std::max(1.0, std::ceil(bytes / chunk)); };
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const int pairs = n - p;
+  const RhdPattern rhd(n);
+  const int p = rhd.p, pairs = rhd.pairs;
   ShapeCounts e = m;  // what the plans must show
   if (algorithm == "twoshot") {
     // The model prices both rounds alike; only the reduce-scatter round reduces.
@@ -300,7 +298,7 @@ void expectAgreement(CollKind kind, const std::string& algorithm, int n, const H
     e.pathBytes = e.sentBytes = e.reducedBytes = e.messages = none;
     double exchangeSent = 0, exchangeReduced = 0;
     for (int v = 0; v < p; ++v) {
-      const int r = v < pairs ? 2 * v + 1 : v + pairs, partner = v < pairs ? r - 1 : -1;
+      const int r = rhd.real(v), partner = v < pairs ? r - 1 : -1;
       for (const std::vector<Op>& lane : c.plans[static_cast<size_t>(r)].lanes)
         for (const Op& op : lane) {
           if (op.sends() && op.sendPeer != partner) exchangeSent += static_cast<double>(op.count());
