@@ -1,6 +1,6 @@
 // Pipelined chains along the ring order: broadcast flows root -> root+1 -> ... -> root-1, reduce flows
 // root+1 -> root+2 -> ... -> root. Chunks of at most args.chunkElems keep every rank at most one chunk
-// ahead of its successor. Listed as the "ring" algorithm of broadcast and reduce.
+// ahead of its successor. The "chain" algorithm of broadcast and reduce.
 #include "collectives/generators.h"
 
 namespace strata {

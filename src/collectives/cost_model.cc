@@ -1,6 +1,9 @@
 // The cost model behind the selector.
 //
-// Each algorithm's time is the sum of three terms:
+// Each algorithm is a list of phases (shapeOf): rings, direct exchanges, recursive halving or doubling
+// steps, a double binary tree, rings between hosts. A phase states its shape as plain numbers: steps on the
+// critical path, bytes one rank sends per step, messages per step, bytes reduced. Its time is the sum of
+// three terms:
 //   latency:  steps on the critical path x (link latency + per-message cost)
 //   volume:   bytes through the busiest link (or host NIC) / its bandwidth
 //   compute:  bytes this rank reduces / reduction throughput
@@ -8,42 +11,57 @@
 // total bytes once; each chunk still costs one message on every hop. Links between hosts are shared: when
 // several flows leave one host at once (ring crossings, rails), each gets the host's network bandwidth
 // divided by the flows, capped by one NIC's.
+//
+// Why the counts are stated here and not read off the generated plans: a plan describes one rank, and the
+// critical path and the busiest rank need the plans of all n ranks (O(n^2) ops for a ring at one chunk,
+// times the chunk count for the message counts). predictAll prices every algorithm of a collective on every
+// rank at each new call size, so reading plans would cost milliseconds to seconds at a few thousand ranks
+// where this formula costs microseconds. Instead tests/unit/test_cost_model.cc builds the real plans of
+// every algorithm at n = 1..33 over several host layouts, takes the same counts from them (shapeCounts), and
+// fails when a generator or a phase here changes its shape without the other.
 #include "collectives/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 
+#include "collectives/host_layout.h"
+#include "collectives/rhd_pattern.h"
+
 namespace strata {
 namespace {
 
-struct Layout {
-  int n = 1;
-  int hosts = 1;
-  std::vector<int> hostOf;      // index: rank
-  std::vector<int> perHost;     // ranks on each host
-  int minLocal = 1, maxLocal = 1;
-
-  explicit Layout(const TuningInputs& in) : n(in.nranks) {
-    hostOf = in.hostOf.empty() ? std::vector<int>(static_cast<size_t>(n), 0) : in.hostOf;
-    std::map<int, int> count;
-    for (int h : hostOf) ++count[h];
-    hosts = static_cast<int>(count.size());
-    minLocal = n;
-    maxLocal = 0;
-    for (auto& [h, c] : count) {
-      perHost.push_back(c);
-      minLocal = std::min(minLocal, c);
-      maxLocal = std::max(maxLocal, c);
-    }
-  }
-  bool cross(int a, int b) const { return hostOf[static_cast<size_t>(a)] != hostOf[static_cast<size_t>(b)]; }
+// One phase of an algorithm: the unit the time formula prices, with its shape in the fields the pattern
+// reads. shapeOf lists every algorithm's phases; phaseUs prices one; shapeCounts sums their counts up.
+struct Phase {
+  enum class Pattern {
+    kRing,      // `steps` ring steps over `members`, each rank sending `stepBytes` per step
+    kDirect,    // `steps` rounds in which every rank sends `stepBytes` to each of `fanout` peers at once (each
+                // round priced alike: `reduceBytes` / `steps` reduced in each)
+    kHalving,   // recursive halving of `stepBytes` over `rhd`'s virtual ranks, after a pair step of it
+    kDoubling,  // recursive doubling up to `stepBytes` over `rhd`'s virtual ranks, then a pair step of it
+    kTree,      // double binary tree: `steps` hops of the first `stepBytes` chunk, then the busiest rank's
+                // `fanout` streams of `streamBytes` each (up and down, in its two trees)
+    kRail,      // `steps` ring steps between hosts, each rank sending `stepBytes`, `flows` rings per host
+    kHandoff,   // one intra-host step that hands finished blocks to their owners (priced as latency)
+    kCopy,      // a local copy of `stepBytes`
+  };
+  Pattern pattern = Pattern::kCopy;
+  int steps = 0;             // steps on the critical path
+  double stepBytes = 0;      // bytes of one step's message (kHalving, kDoubling: of the data halved)
+  int fanout = 1;            // messages (or streams) a rank sends per step
+  double streamBytes = 0;    // kTree: bytes of one stream
+  double reduceBytes = 0;    // bytes a rank reduces over the phase
+  std::vector<int> members;  // kRing: the ring's ranks, in order
+  int flows = 1;             // kRail: rings leaving each host at once
+  RhdPattern rhd{1};         // kHalving, kDoubling: the virtual ranks and pairs
 };
+using Pattern = Phase::Pattern;
 
 struct Model {
   const TuningInputs& in;
-  Layout lay;
-  explicit Model(const TuningInputs& inputs) : in(inputs), lay(inputs) {}
+  HostLayout lay;
+  explicit Model(const TuningInputs& inputs) : in(inputs), lay(inputs.nranks, inputs.hostOf, "cost model") {}
 
   double bw(const LinkFigures& l) const { return std::max(l.bandwidthGBps, 1e-6) * 1e3; }  // bytes per us
   // Bandwidth of one of `flows` concurrent flows leaving one host.
@@ -55,118 +73,212 @@ struct Model {
   double reduceUs(double bytes) const { return bytes / (in.reduceGBps * 1e3); }
   double copyUs(double bytes) const { return bytes / (in.copyGBps * 1e3); }
 
-  // A ring over `members` (ring order) moving `stepBytes` per step for `steps` steps.
-  double ring(const std::vector<int>& members, int steps, double stepBytes, double reduceBytes) const {
+  std::vector<int> allRanks() const {
+    std::vector<int> v(static_cast<size_t>(lay.nranks()));
+    for (int i = 0; i < lay.nranks(); ++i) v[static_cast<size_t>(i)] = i;
+    return v;
+  }
+  // Ranks of a largest host, in order: the intra-host rings of a hierarchical plan all look alike.
+  std::vector<int> largestHost() const {
+    std::vector<int> host;
+    for (const std::vector<int>& ranks : lay.hosts())
+      if (static_cast<int>(ranks.size()) == lay.maxPerHost()) host = ranks;
+    return host;
+  }
+  // Ring links of `members` (ring order) that leave a host, and the most that leave any one host.
+  int ringCrossings(const std::vector<int>& members, int* worst) const {
     const int m = static_cast<int>(members.size());
-    if (m <= 1 || steps == 0) return 0;
     std::map<int, int> crossingsPerHost;
     int crossings = 0;
     for (int i = 0; i < m; ++i) {
       const int a = members[static_cast<size_t>(i)], b = members[static_cast<size_t>((i + 1) % m)];
-      if (lay.cross(a, b)) {
+      if (lay.crossesHosts(a, b)) {
         ++crossings;
-        ++crossingsPerHost[lay.hostOf[static_cast<size_t>(a)]];
+        ++crossingsPerHost[lay.hostOf(a)];
       }
     }
+    *worst = 0;
+    for (auto& [h, c] : crossingsPerHost) *worst = std::max(*worst, c);
+    return crossings;
+  }
+  // Exchanges of the recursive halving or doubling step with mask `mask` that leave the busiest host.
+  int rhdFlows(const RhdPattern& g, int mask) const {
+    std::map<int, int> flows;  // flows leaving each host in this step
+    for (int v = 0; v < g.p; ++v)
+      if (lay.crossesHosts(g.real(v), g.real(v ^ mask))) ++flows[lay.hostOf(g.real(v))];
     int worst = 0;
-    for (auto& [h, c] : crossingsPerHost) worst = std::max(worst, c);
-    const LinkFigures& link = crossings ? in.inter : in.intra;
-    const double rate = crossings ? std::min(bw(in.intra), netFlowBw(worst)) : bw(in.intra);
-    const double msgs = steps * chunks(stepBytes);
-    return steps * link.latencyUs + msgs * in.messageUs + steps * stepBytes / rate + reduceUs(reduceBytes);
+    for (auto& [h, c] : flows) worst = std::max(worst, c);
+    return worst;
   }
 
-  std::vector<int> allRanks() const {
-    std::vector<int> v(static_cast<size_t>(lay.n));
-    for (int i = 0; i < lay.n; ++i) v[static_cast<size_t>(i)] = i;
-    return v;
-  }
+  // ---- the shape of every algorithm the model compares ----
 
-  // Every rank sends `bytes` to each of the others at once (one-shot's exchange, two-shot's halves).
-  double direct(double bytes, double reduceBytes) const {
-    const int n = lay.n;
-    double t = in.intra.latencyUs + (n - 1) * chunks(bytes) * in.messageUs + (n - 1) * bytes / bw(in.intra);
-    if (lay.hosts > 1) {
-      // Each host sends local x remote x bytes through its NICs; every pair crossing is a flow. Each of
-      // a rank's remote messages costs the network stack a full message latency on this rank's CPU.
-      const double local = lay.maxLocal;
-      const double hostBytes = local * (n - local) * bytes;
-      const double hostBw = bw(in.inter) * std::max(1, in.nicsPerHost);
-      t = std::max(t, (n - local) * in.inter.latencyUs + hostBytes / hostBw);
-    }
-    return t + reduceUs(reduceBytes);
-  }
-
-  // Recursive halving or doubling: log2(p) exchanges of halving sizes, plus the pair steps for n != 2^k.
-  double rhdPhase(double total, bool reduce) const {
-    const int n = lay.n;
-    int p = 1;
-    while (p * 2 <= n) p *= 2;
-    const int rem = n - p;
-    auto real = [&](int v) { return v < rem ? 2 * v + 1 : v + rem; };
-    double t = 0, bytes = total;
-    for (int mask = p / 2; mask >= 1; mask /= 2) {
-      bytes /= 2;
-      std::map<int, int> flows;  // flows leaving each host in this step
-      for (int v = 0; v < p; ++v)
-        if (lay.cross(real(v), real(v ^ mask))) ++flows[lay.hostOf[static_cast<size_t>(real(v))]];
-      int worst = 0;
-      for (auto& [h, c] : flows) worst = std::max(worst, c);
-      const LinkFigures& link = worst ? in.inter : in.intra;
-      const double rate = worst ? std::min(bw(in.intra), netFlowBw(worst)) : bw(in.intra);
-      t += link.latencyUs + chunks(bytes) * in.messageUs + bytes / rate + (reduce ? reduceUs(bytes) : 0);
-    }
-    if (rem > 0) {
-      bool crosses = false;
-      for (int i = 0; i < rem; ++i) crosses |= lay.cross(2 * i, 2 * i + 1);
-      const LinkFigures& link = crosses ? in.inter : in.intra;
-      t += link.latencyUs + chunks(total) * in.messageUs + total / (crosses ? netFlowBw(rem) : bw(in.intra));
-    }
-    return t;
-  }
-
-  double tree(double bytes) const {
-    const int n = lay.n;
-    const double depth = std::ceil(std::log2(n + 1.0));
-    const bool crosses = lay.hosts > 1;
-    const LinkFigures& link = crosses ? in.inter : in.intra;
-    const double rate = crosses ? std::min(bw(in.intra), netFlowBw(2)) : bw(in.intra);
-    const double chunk = std::min(bytes / 2, static_cast<double>(in.chunkBytes) / 2);
-    // Up and down the tree: the first chunk crosses 2 x depth hops; then the busiest node (inner in one
-    // tree, leaf in the other) receives and sends 2 S: S/2 from each child and from its parent, S/2 to
-    // its parent and to each child, plus a leaf's S/2 each way in the other tree.
-    return 2 * depth * (link.latencyUs + in.messageUs + chunk / rate) + 4 * chunks(bytes) * in.messageUs +
-           2 * bytes / rate + reduceUs(bytes);
-  }
-
-  // Hierarchical: ring inside each host, rails between hosts, ring inside each host.
-  double hier(CollKind kind, double bytes) const {
-    const int L = lay.maxLocal, H = lay.hosts, R = lay.minLocal;
-    // Ranks of the largest host, in order: the intra-host rings all look alike.
-    std::vector<int> host;
-    int big = 0;
-    for (size_t h = 0; h < lay.perHost.size(); ++h)
-      if (lay.perHost[h] == L) big = static_cast<int>(h);
-    for (int r = 0; r < lay.n; ++r)
-      if (lay.hostOf[static_cast<size_t>(r)] == big) host.push_back(r);
-    const double intraStep = bytes / L;
-    const double railBytes = bytes / R;
-    const double railRate = netFlowBw(R);
-    const double interStep = railBytes / H;
-    auto interRing = [&](int steps, bool reduce) {
-      return steps * (in.inter.latencyUs) + steps * chunks(interStep) * in.messageUs + steps * interStep / railRate +
-             (reduce ? reduceUs((H - 1) * interStep) : 0);
+  // The phases of `algorithm` for a call of `bytes`; empty if the model does not price it here.
+  std::vector<Phase> shapeOf(CollKind kind, const std::string& algorithm, double bytes) const {
+    const int n = lay.nranks();
+    const double seg = bytes / n;
+    auto ring = [&](std::vector<int> members, int steps, double stepBytes, double reduceBytes) {
+      Phase ph;
+      ph.pattern = Pattern::kRing;
+      ph.members = std::move(members);
+      ph.steps = static_cast<int>(ph.members.size()) > 1 ? steps : 0;
+      ph.stepBytes = stepBytes;
+      ph.reduceBytes = reduceBytes;
+      return ph;
+    };
+    auto direct = [&](int rounds, double stepBytes, double reduceBytes) {
+      Phase ph;
+      ph.pattern = Pattern::kDirect;
+      ph.steps = rounds;
+      ph.stepBytes = stepBytes;
+      ph.fanout = n - 1;
+      ph.reduceBytes = reduceBytes;
+      return ph;
+    };
+    auto rhd = [&](Pattern pattern, bool reduce) {
+      Phase ph;
+      ph.pattern = pattern;
+      ph.rhd = RhdPattern(n);
+      ph.steps = ph.rhd.exchanges() + (ph.rhd.pairs > 0 ? 1 : 0);
+      ph.stepBytes = bytes;
+      ph.reduceBytes = reduce ? bytes - bytes / ph.rhd.p : 0;  // the halving steps' sizes
+      return ph;
+    };
+    auto simple = [&](Pattern pattern, int steps, double stepBytes) {
+      Phase ph;
+      ph.pattern = pattern;
+      ph.steps = steps;
+      ph.stepBytes = stepBytes;
+      return ph;
+    };
+    const bool hier = algorithm == "hier" && lay.nhosts() > 1;
+    // Hierarchical: a ring inside each host, one ring per rail between hosts, a ring inside each host. Every
+    // intra-host ring is priced as one over a largest host (L ranks) with the data in L blocks; a rail ring
+    // carries 1/R of the data (R rails) in H blocks.
+    const int L = lay.maxPerHost(), H = lay.nhosts(), R = lay.minPerHost();
+    const double intraStep = bytes / L, interStep = bytes / R / H;
+    auto rail = [&](int steps, bool reduce) {
+      Phase ph = simple(Pattern::kRail, steps, interStep);
+      ph.flows = R;
+      ph.reduceBytes = reduce ? (H - 1) * interStep : 0;
+      return ph;
     };
     switch (kind) {
       case CollKind::kAllReduce:
-        return ring(host, L - 1, intraStep, (L - 1) * intraStep) + interRing(2 * (H - 1), true) +
-               ring(host, L - 1, intraStep, 0);
+        if (algorithm == "ring") return {ring(allRanks(), 2 * (n - 1), seg, (n - 1) * seg)};
+        if (algorithm == "oneshot") return {direct(1, bytes, (n - 1) * bytes)};
+        // Both rounds are priced alike, the all-gather's receives as if they reduced too.
+        if (algorithm == "twoshot") return {direct(2, seg, 2 * ((n - 1) * seg))};
+        if (algorithm == "rhd") return {rhd(Pattern::kHalving, true), rhd(Pattern::kDoubling, false)};
+        if (algorithm == "tree") {
+          Phase ph = simple(Pattern::kTree, 2 * static_cast<int>(std::ceil(std::log2(n + 1.0))),
+                            std::min(bytes / 2, static_cast<double>(in.chunkBytes) / 2));
+          // The busiest rank, inner in one tree and a leaf in the other, receives and sends 2 S: S/2 from
+          // each child and from its parent, S/2 to its parent and to each child, plus a leaf's S/2 each way
+          // in the other tree. Four streams of S/2 leave it.
+          ph.fanout = 4;
+          ph.streamBytes = bytes / 2;
+          ph.reduceBytes = bytes;
+          return {ph};
+        }
+        if (hier)
+          return {ring(largestHost(), L - 1, intraStep, (L - 1) * intraStep), rail(2 * (H - 1), true),
+                  ring(largestHost(), L - 1, intraStep, 0)};
+        break;
       case CollKind::kReduceScatter:
-        return ring(host, L - 1, intraStep, (L - 1) * intraStep) + interRing(H - 1, true) +
-               in.intra.latencyUs + copyUs(bytes / lay.n);
-      default:  // all-gather
-        return in.intra.latencyUs + copyUs(bytes / lay.n) + interRing(H - 1, false) + ring(host, L - 1, intraStep, 0);
+        if (algorithm == "ring") return {ring(allRanks(), n - 1, seg, (n - 1) * seg)};
+        if (algorithm == "rhd") return {rhd(Pattern::kHalving, true), simple(Pattern::kCopy, 0, seg)};
+        if (hier)
+          return {ring(largestHost(), L - 1, intraStep, (L - 1) * intraStep), rail(H - 1, true),
+                  simple(Pattern::kHandoff, 1, 0), simple(Pattern::kCopy, 0, seg)};
+        break;
+      case CollKind::kAllGather:
+        if (algorithm == "ring") return {ring(allRanks(), n - 1, seg, 0)};
+        if (algorithm == "rhd") return {rhd(Pattern::kDoubling, false)};
+        if (hier)
+          return {simple(Pattern::kHandoff, 1, 0), simple(Pattern::kCopy, 0, seg), rail(H - 1, false),
+                  ring(largestHost(), L - 1, intraStep, 0)};
+        break;
+      default: break;
     }
+    return {};
+  }
+
+  // ---- the time of one phase ----
+
+  double phaseUs(const Phase& ph) const {
+    switch (ph.pattern) {
+      case Pattern::kRing: {
+        if (ph.steps == 0) return 0;
+        int worst = 0;
+        const int crossings = ringCrossings(ph.members, &worst);
+        const LinkFigures& link = crossings ? in.inter : in.intra;
+        const double rate = crossings ? std::min(bw(in.intra), netFlowBw(worst)) : bw(in.intra);
+        const double msgs = ph.steps * chunks(ph.stepBytes);
+        return ph.steps * link.latencyUs + msgs * in.messageUs + ph.steps * ph.stepBytes / rate +
+               reduceUs(ph.reduceBytes);
+      }
+      case Pattern::kDirect: {
+        // Every rank sends to each of the others at once (one-shot's exchange, two-shot's halves).
+        const int n = lay.nranks();
+        double t = in.intra.latencyUs + ph.fanout * chunks(ph.stepBytes) * in.messageUs +
+                   ph.fanout * ph.stepBytes / bw(in.intra);
+        if (lay.nhosts() > 1) {
+          // Each host sends local x remote x bytes through its NICs; every pair crossing is a flow. Each of
+          // a rank's remote messages costs the network stack a full message latency on this rank's CPU.
+          const double local = lay.maxPerHost();
+          const double hostBytes = local * (n - local) * ph.stepBytes;
+          const double hostBw = bw(in.inter) * std::max(1, in.nicsPerHost);
+          t = std::max(t, (n - local) * in.inter.latencyUs + hostBytes / hostBw);
+        }
+        return (t + reduceUs(ph.reduceBytes / ph.steps)) * ph.steps;
+      }
+      case Pattern::kHalving:
+      case Pattern::kDoubling: {
+        // log2(p) exchanges of halving sizes, plus the pair steps for n != 2^k.
+        const bool reduce = ph.reduceBytes > 0;
+        const double total = ph.stepBytes;
+        double t = 0, bytes = total;
+        for (int mask = ph.rhd.p / 2; mask >= 1; mask /= 2) {
+          bytes /= 2;
+          const int worst = rhdFlows(ph.rhd, mask);
+          const LinkFigures& link = worst ? in.inter : in.intra;
+          const double rate = worst ? std::min(bw(in.intra), netFlowBw(worst)) : bw(in.intra);
+          t += link.latencyUs + chunks(bytes) * in.messageUs + bytes / rate + (reduce ? reduceUs(bytes) : 0);
+        }
+        if (ph.rhd.pairs > 0) {
+          bool crosses = false;
+          for (int i = 0; i < ph.rhd.pairs; ++i) crosses |= lay.crossesHosts(2 * i, 2 * i + 1);
+          const LinkFigures& link = crosses ? in.inter : in.intra;
+          t += link.latencyUs + chunks(total) * in.messageUs +
+               total / (crosses ? netFlowBw(ph.rhd.pairs) : bw(in.intra));
+        }
+        return t;
+      }
+      case Pattern::kTree: {
+        const bool crosses = lay.nhosts() > 1;
+        const LinkFigures& link = crosses ? in.inter : in.intra;
+        const double rate = crosses ? std::min(bw(in.intra), netFlowBw(2)) : bw(in.intra);
+        // Each stream of S/2 goes in chunks of half a chunk (both trees share connections): chunks(S) each.
+        return ph.steps * (link.latencyUs + in.messageUs + ph.stepBytes / rate) +
+               ph.fanout * chunks(2 * ph.streamBytes) * in.messageUs + ph.fanout * ph.streamBytes / rate +
+               reduceUs(ph.reduceBytes);
+      }
+      case Pattern::kRail: {
+        const double railRate = netFlowBw(ph.flows);
+        return ph.steps * (in.inter.latencyUs) + ph.steps * chunks(ph.stepBytes) * in.messageUs +
+               ph.steps * ph.stepBytes / railRate + (ph.reduceBytes > 0 ? reduceUs(ph.reduceBytes) : 0);
+      }
+      case Pattern::kHandoff: return in.intra.latencyUs;
+      case Pattern::kCopy: return copyUs(ph.stepBytes);
+    }
+    return 0;
+  }
+
+  double timeUs(const std::vector<Phase>& phases) const {
+    double t = 0;
+    for (const Phase& ph : phases) t += phaseUs(ph);
+    return t;
   }
 };
 
@@ -209,38 +321,85 @@ TuningInputs tuningInputs(const Topology& topo, size_t chunkBytes) {
 
 std::vector<Prediction> predictAll(CollKind kind, size_t size, const TuningInputs& in) {
   if (in.nranks <= 1) return {Prediction{algorithmsFor(kind).front(), 0}};  // a local copy
+  if (!modelCompares(kind)) {
+    std::vector<Prediction> out;
+    for (const std::string& name : algorithmsFor(kind)) out.push_back(Prediction{name, 0});
+    return out;
+  }
   const Model m(in);
-  const double S = static_cast<double>(size);
-  const int n = m.lay.n;
   std::vector<Prediction> out;
-  auto add = [&](const char* name, double us) { out.push_back(Prediction{name, us}); };
-  const std::vector<int> all = m.allRanks();
-  const double seg = S / n;
-  switch (kind) {
-    case CollKind::kAllReduce:
-      add("ring", m.ring(all, 2 * (n - 1), seg, (n - 1) * seg));
-      add("oneshot", m.direct(S, (n - 1) * S));
-      add("twoshot", m.direct(seg, (n - 1) * seg) * 2);
-      add("rhd", m.rhdPhase(S, true) + m.rhdPhase(S, false));
-      add("tree", m.tree(S));
-      if (m.lay.hosts > 1) add("hier", m.hier(kind, S));
-      break;
-    case CollKind::kReduceScatter:
-      add("ring", m.ring(all, n - 1, seg, (n - 1) * seg));
-      add("rhd", m.rhdPhase(S, true) + m.copyUs(seg));
-      if (m.lay.hosts > 1) add("hier", m.hier(kind, S));
-      break;
-    case CollKind::kAllGather:
-      add("ring", m.ring(all, n - 1, seg, 0));
-      add("rhd", m.rhdPhase(S, false));
-      if (m.lay.hosts > 1) add("hier", m.hier(kind, S));
-      break;
-    default:
-      for (const std::string& name : algorithmsFor(kind)) out.push_back(Prediction{name, 0});
-      return out;
+  for (const std::string& name : algorithmsFor(kind)) {
+    const std::vector<Phase> phases = m.shapeOf(kind, name, static_cast<double>(size));
+    if (!phases.empty()) out.push_back(Prediction{name, m.timeUs(phases)});
   }
   std::stable_sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) { return a.us < b.us; });
   return out;
+}
+
+bool shapeCounts(CollKind kind, const std::string& algorithm, size_t size, const TuningInputs& in,
+                 ShapeCounts* counts) {
+  *counts = ShapeCounts{};
+  if (in.nranks <= 1 || !modelCompares(kind)) return false;
+  const Model m(in);
+  const std::vector<Phase> phases = m.shapeOf(kind, algorithm, static_cast<double>(size));
+  if (phases.empty()) return false;
+  const double unpriced = std::nan("");
+  const int n = m.lay.nranks();
+  ShapeCounts& c = *counts;
+  for (const Phase& ph : phases) {
+    c.steps += ph.steps;
+    switch (ph.pattern) {
+      case Pattern::kRing: {
+        int worst = 0;
+        m.ringCrossings(ph.members, &worst);
+        c.pathBytes += ph.steps * ph.stepBytes;
+        c.sentBytes += ph.steps * ph.stepBytes;
+        c.messages += ph.steps * m.chunks(ph.stepBytes);
+        c.hostOutBytes += worst * ph.steps * ph.stepBytes;
+        break;
+      }
+      case Pattern::kDirect: {
+        const int local = m.lay.maxPerHost();
+        c.pathBytes += ph.steps * ph.stepBytes;
+        c.sentBytes += ph.steps * ph.fanout * ph.stepBytes;
+        c.messages += ph.steps * ph.fanout * m.chunks(ph.stepBytes);
+        c.hostOutBytes += m.lay.nhosts() > 1 ? ph.steps * static_cast<double>(local) * (n - local) * ph.stepBytes : 0;
+        break;
+      }
+      case Pattern::kHalving:
+      case Pattern::kDoubling: {
+        // The formula prices the steps along the path, not what any one rank sends.
+        double bytes = ph.stepBytes;
+        for (int mask = ph.rhd.p / 2; mask >= 1; mask /= 2) {
+          bytes /= 2;
+          c.pathBytes += bytes;
+          c.messages += m.chunks(bytes);
+        }
+        if (ph.rhd.pairs > 0) {
+          c.pathBytes += ph.stepBytes;
+          c.messages += m.chunks(ph.stepBytes);
+        }
+        c.sentBytes = c.hostOutBytes = unpriced;
+        break;
+      }
+      case Pattern::kTree:
+        c.pathBytes += ph.steps * ph.stepBytes;
+        c.sentBytes += ph.fanout * ph.streamBytes;
+        c.messages += ph.fanout * m.chunks(2 * ph.streamBytes);
+        c.hostOutBytes = unpriced;
+        break;
+      case Pattern::kRail:
+        c.pathBytes += ph.steps * ph.stepBytes;
+        c.sentBytes += ph.steps * ph.stepBytes;
+        c.messages += ph.steps * m.chunks(ph.stepBytes);
+        c.hostOutBytes += ph.flows * ph.steps * ph.stepBytes;
+        break;
+      case Pattern::kHandoff:
+      case Pattern::kCopy: break;
+    }
+    c.reducedBytes += ph.reduceBytes;
+  }
+  return true;
 }
 
 }  // namespace strata

@@ -44,4 +44,21 @@ inline bool modelCompares(CollKind kind) {
 /// Algorithms that make no sense for the layout (hierarchical on one host) are left out.
 std::vector<Prediction> predictAll(CollKind kind, size_t bytes, const TuningInputs& in);
 
+/// An algorithm's shape as the model prices it, summed over its phases: the counts tests/unit/test_cost_model.cc
+/// takes from the generated plans too, to catch a generator and the model drifting apart. NaN: a count the
+/// algorithm's formula does not use.
+struct ShapeCounts {
+  int steps = 0;            // message hops on the critical path: the steps of the latency term
+  double pathBytes = 0;     // bytes of the messages along the critical path (one chunk each)
+  double sentBytes = 0;     // bytes the busiest rank sends
+  double reducedBytes = 0;  // bytes the busiest rank reduces
+  double messages = 0;      // messages the busiest rank sends, in chunks of TuningInputs::chunkBytes
+  double hostOutBytes = 0;  // bytes that leave the busiest host (0 on one host)
+};
+
+/// The counts behind predictAll's figure for `algorithm`; false where predictAll has none (one rank, hier on
+/// one host, a collective the model does not compare).
+bool shapeCounts(CollKind kind, const std::string& algorithm, size_t bytes, const TuningInputs& in,
+                 ShapeCounts* counts);
+
 }  // namespace strata

@@ -17,7 +17,7 @@ namespace strata {
 Plan ringAllReduce(const CollArgs& args);
 Plan ringReduceScatter(const CollArgs& args);
 Plan ringAllGather(const CollArgs& args);
-// chain.cc: pipelined chains from / to the root (listed as "ring" for broadcast and reduce)
+// chain.cc: pipelined chains from / to the root ("chain", the algorithm of broadcast and reduce)
 Plan chainBroadcast(const CollArgs& args);
 Plan chainReduce(const CollArgs& args);
 // oneshot.cc
@@ -153,7 +153,6 @@ struct Range {
 };
 using Block = std::vector<Range>;
 
-size_t blockCount(const Block& b);
 /// The ranges of `b` in buffer `buf`.
 inline Region at(int buf, const Range& r) { return Region{buf, r.offset, r.count}; }
 
@@ -166,10 +165,6 @@ void groupReduceScatter(std::vector<Op>& lane, const std::vector<int>& group, in
 /// everyone ends with every block.
 void groupAllGather(std::vector<Op>& lane, const std::vector<int>& group, int me, const std::vector<Block>& blocks,
                     int buf, size_t chunkElems);
-
-/// The hosts of a plan: ranks of each host ascending, hosts in order of their lowest rank. An empty
-/// args.hostOf means one host.
-std::vector<std::vector<int>> hostGroups(const CollArgs& args);
 
 }  // namespace gen
 }  // namespace strata

@@ -4,19 +4,11 @@
 // a rank never runs more than one unit ahead of its successor. A unit is at most one chunk of one range:
 // every message takes FIFO slots however small it is, so a unit must be a single op for the capacity
 // rule (one chunk in flight per step) to hold. Both ends cut the same units.
-#include <stdexcept>
-
 #include "collectives/generators.h"
 #include "util/error.h"
 
 namespace strata {
 namespace gen {
-
-size_t blockCount(const Block& b) {
-  size_t n = 0;
-  for (const Range& r : b) n += r.count;
-  return n;
-}
 
 namespace {
 
@@ -91,31 +83,6 @@ void groupAllGather(std::vector<Op>& lane, const std::vector<int>& group, int me
       else append(lane, recvOp(prev, at(buf, r)));
     }
   }
-}
-
-std::vector<std::vector<int>> hostGroups(const CollArgs& args) {
-  std::vector<std::vector<int>> hosts;
-  if (args.hostOf.empty()) {
-    hosts.emplace_back();
-    for (int r = 0; r < args.nranks; ++r) hosts[0].push_back(r);
-    return hosts;
-  }
-  if (static_cast<int>(args.hostOf.size()) != args.nranks)
-    throw InvalidArgument(strprintf("%s: host layout names %zu ranks, the communicator has %d", collName(args.kind),
-                                    args.hostOf.size(), args.nranks));
-  std::vector<int> index;  // host id -> position in `hosts`
-  for (int r = 0; r < args.nranks; ++r) {
-    const int h = args.hostOf[static_cast<size_t>(r)];
-    if (h < 0 || h >= args.nranks)
-      throw InvalidArgument(strprintf("%s: rank %d has host index %d", collName(args.kind), r, h));
-    if (static_cast<size_t>(h) >= index.size()) index.resize(static_cast<size_t>(h) + 1, -1);
-    if (index[static_cast<size_t>(h)] < 0) {
-      index[static_cast<size_t>(h)] = static_cast<int>(hosts.size());
-      hosts.emplace_back();
-    }
-    hosts[static_cast<size_t>(index[static_cast<size_t>(h)])].push_back(r);
-  }
-  return hosts;
 }
 
 }  // namespace gen

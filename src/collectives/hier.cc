@@ -6,9 +6,10 @@
 // smallest host's rank count; local ranks >= R take part in the intra-host steps only. Every byte leaves
 // a host once per inter-host step: an all-reduce sends 2(H-1)/H of the data out of each host, the wire
 // bound, where a flat ring crossing hosts sends 2(n-1)/n of it through the busiest host link.
-#include <algorithm>
+#include <vector>
 
 #include "collectives/generators.h"
+#include "collectives/host_layout.h"
 
 namespace strata {
 
@@ -17,38 +18,24 @@ using gen::Range;
 
 namespace {
 
+// The host layout as one rank sees it.
 struct Hierarchy {
-  std::vector<std::vector<int>> hosts;  // ranks of each host, ascending
-  int host = 0;                         // this rank's host
-  int local = 0;                        // this rank's index on its host
-  int rails = 1;                        // smallest host's rank count
-  std::vector<int> localOf;             // index: rank
-  std::vector<int> hostIndexOf;         // index: rank
+  HostLayout layout;
+  int host = 0;   // this rank's host
+  int local = 0;  // this rank's index on its host
+  int rails = 1;  // smallest host's rank count
 
-  explicit Hierarchy(const CollArgs& args) : hosts(gen::hostGroups(args)) {
-    localOf.resize(static_cast<size_t>(args.nranks));
-    hostIndexOf.resize(static_cast<size_t>(args.nranks));
-    rails = args.nranks;
-    for (size_t h = 0; h < hosts.size(); ++h) {
-      rails = std::min(rails, static_cast<int>(hosts[h].size()));
-      for (size_t i = 0; i < hosts[h].size(); ++i) {
-        localOf[static_cast<size_t>(hosts[h][i])] = static_cast<int>(i);
-        hostIndexOf[static_cast<size_t>(hosts[h][i])] = static_cast<int>(h);
-      }
-    }
-    host = hostIndexOf[static_cast<size_t>(args.rank)];
-    local = localOf[static_cast<size_t>(args.rank)];
-  }
-  int nhosts() const { return static_cast<int>(hosts.size()); }
-  const std::vector<int>& myHost() const { return hosts[static_cast<size_t>(host)]; }
+  explicit Hierarchy(const CollArgs& args)
+      : layout(args.nranks, args.hostOf, collName(args.kind)),
+        host(layout.hostOf(args.rank)),
+        local(layout.localOf(args.rank)),
+        rails(layout.rails()) {}
+  int nhosts() const { return layout.nhosts(); }
+  const std::vector<int>& myHost() const { return layout.ranksOf(host); }
   /// The rail that carries rank o's block (reduce-scatter and all-gather).
-  int railOf(int o) const { return localOf[static_cast<size_t>(o)] % rails; }
+  int railOf(int o) const { return layout.localOf(o) % rails; }
   /// Rail `j`'s member on every host, in host order.
-  std::vector<int> rail(int j) const {
-    std::vector<int> out;
-    for (const auto& h : hosts) out.push_back(h[static_cast<size_t>(j)]);
-    return out;
-  }
+  std::vector<int> rail(int j) const { return layout.rail(j); }
 };
 
 Range rankBlock(int o, size_t count) { return Range{static_cast<size_t>(o) * count, count}; }
@@ -57,10 +44,8 @@ Range rankBlock(int o, size_t count) { return Range{static_cast<size_t>(o) * cou
 // with railOf(o) == j (and, if `hostFilter` >= 0, on that host only); local ranks past the rails hold none.
 Block railBlock(const Hierarchy& hi, int j, size_t count, int hostFilter) {
   Block b;
-  const int n = static_cast<int>(hi.localOf.size());
-  for (int o = 0; o < n; ++o)
-    if (hi.railOf(o) == j && (hostFilter < 0 || hi.hostIndexOf[static_cast<size_t>(o)] == hostFilter))
-      b.push_back(rankBlock(o, count));
+  for (int o = 0; o < hi.layout.nranks(); ++o)
+    if (hi.railOf(o) == j && (hostFilter < 0 || hi.layout.hostOf(o) == hostFilter)) b.push_back(rankBlock(o, count));
   return b;
 }
 

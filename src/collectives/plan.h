@@ -17,12 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/reduce.h"
-#include "strata/strata.h"
-
 namespace strata {
 
-/// Buffer indices of a single collective's plan. Groups concatenate plans and shift indices by 3.
+/// Buffer indices of a single call's plan. A plan for a group of calls concatenates their plans, the buffers
+/// of call k shifted by k x kBuffersPerColl.
 enum : int { kBufSend = 0, kBufRecv = 1, kBufScratch = 2, kBuffersPerColl = 3 };
 
 struct Region {
@@ -59,7 +57,7 @@ struct Op {
 struct Plan {
   int rank = 0;
   int nranks = 1;
-  std::string algorithm;            // "ring", "oneshot", "pairwise", "chain", "dissemination", "p2p"
+  std::string algorithm;            // the generator's name as algorithmsFor() lists it; "p2p" for a group
   size_t scratchElems = 0;          // elements of scratch the executor must provide (buffer kBufScratch)
   std::vector<std::vector<Op>> lanes;
 

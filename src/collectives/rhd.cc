@@ -1,16 +1,17 @@
 // Recursive halving and doubling (Rabenseifner): log2(p) exchange steps each way instead of a ring's
 // n-1, moving the same bytes as a ring. The latency-bound middle ground between one-shot and ring.
 //
-// Non-power-of-two n: with p the largest power of two <= n and rem = n - p, ranks 0..2rem-1 pair up; each
-// even rank of a pair hands its data to the odd one first and gets the result back last, so p "virtual
-// ranks" run the power-of-two algorithm (virtual rank v is rank 2v+1 for v < rem, else v + rem).
+// Non-power-of-two n: with p the largest power of two <= n and pairs = n - p, ranks 0..2 pairs-1 pair up;
+// each even rank of a pair hands its data to the odd one first and gets the result back last, so p
+// "virtual ranks" run the power-of-two algorithm (RhdPattern, rhd_pattern.h, which the cost model shares).
 //
 // Virtual rank v owns "virtual block" v: a contiguous element range. Halving with masks p/2 .. 1 keeps the
 // half of the current range that contains block v, so v ends with block v fully reduced; doubling with
 // masks 1 .. p/2 grows the owned range back by exchanging with the partner's. For reduce-scatter and
-// all-gather the virtual blocks follow rank blocks (v < rem covers the pair's two blocks), so each rank's
+// all-gather the virtual blocks follow rank blocks (v < pairs covers the pair's two blocks), so each rank's
 // block ends where NCCL wants it.
 #include "collectives/generators.h"
+#include "collectives/rhd_pattern.h"
 
 namespace strata {
 
@@ -18,20 +19,6 @@ using gen::chunkOf;
 using gen::Range;
 
 namespace {
-
-struct Rhd {
-  int n, p, rem;
-  explicit Rhd(int nranks) : n(nranks), p(1), rem(0) {
-    while (p * 2 <= n) p *= 2;
-    rem = n - p;
-  }
-  /// Virtual rank of rank r, or -1 for the even rank of a pair (which sits the exchanges out).
-  int vrank(int r) const {
-    if (r < 2 * rem) return r % 2 ? r / 2 : -1;
-    return r - rem;
-  }
-  int real(int v) const { return v < rem ? 2 * v + 1 : v + rem; }
-};
 
 // Element range of virtual blocks [lo, hi) given each block's range.
 Range span(const std::vector<Range>& vblocks, int lo, int hi) {
@@ -54,7 +41,7 @@ void exchange(std::vector<Op>& lane, int peer, Region out, Region inDst, Region 
 
 // Halving among virtual ranks: afterwards virtual rank v holds block v reduced over all ranks in `work`.
 // The first step reads this rank's contribution from buffer `in`.
-void halving(std::vector<Op>& lane, const Rhd& g, int v, const std::vector<Range>& vblocks, int in, int work,
+void halving(std::vector<Op>& lane, const RhdPattern& g, int v, const std::vector<Range>& vblocks, int in, int work,
              size_t chunk) {
   int lo = 0, hi = g.p;
   bool first = true;
@@ -73,7 +60,8 @@ void halving(std::vector<Op>& lane, const Rhd& g, int v, const std::vector<Range
 }
 
 // Doubling among virtual ranks, in place in `buf`: afterwards every virtual rank holds every block.
-void doubling(std::vector<Op>& lane, const Rhd& g, int v, const std::vector<Range>& vblocks, int buf, size_t chunk) {
+void doubling(std::vector<Op>& lane, const RhdPattern& g, int v, const std::vector<Range>& vblocks, int buf,
+              size_t chunk) {
   for (int mask = 1; mask < g.p; mask *= 2) {
     const int partner = v ^ mask;
     const int mineLo = v & ~(mask - 1), theirsLo = partner & ~(mask - 1);
@@ -82,12 +70,12 @@ void doubling(std::vector<Op>& lane, const Rhd& g, int v, const std::vector<Rang
   }
 }
 
-// Virtual blocks following rank blocks of `count` elements: v < rem covers ranks 2v and 2v+1.
-std::vector<Range> rankVBlocks(const Rhd& g, size_t count) {
+// Virtual blocks following rank blocks of `count` elements: v < pairs covers ranks 2v and 2v+1.
+std::vector<Range> rankVBlocks(const RhdPattern& g, size_t count) {
   std::vector<Range> vb(static_cast<size_t>(g.p));
   for (int v = 0; v < g.p; ++v) {
-    const size_t first = static_cast<size_t>(v < g.rem ? 2 * v : v + g.rem);
-    vb[static_cast<size_t>(v)] = Range{first * count, (v < g.rem ? 2 : 1) * count};
+    const size_t first = static_cast<size_t>(v < g.pairs ? 2 * v : v + g.pairs);
+    vb[static_cast<size_t>(v)] = Range{first * count, (v < g.pairs ? 2 : 1) * count};
   }
   return vb;
 }
@@ -95,7 +83,7 @@ std::vector<Range> rankVBlocks(const Rhd& g, size_t count) {
 }  // namespace
 
 Plan rhdAllReduce(const CollArgs& args) {
-  const Rhd g(args.nranks);
+  const RhdPattern g(args.nranks);
   const int r = args.rank, v = g.vrank(r);
   const size_t count = args.count;
   Plan plan = gen::emptyPlan(args);
@@ -107,7 +95,7 @@ Plan rhdAllReduce(const CollArgs& args) {
     return plan;
   }
   int in = kBufSend;
-  if (r < 2 * g.rem) {
+  if (r < 2 * g.pairs) {
     gen::append(lane, gen::recvReduceOp(r - 1, all, gen::region(kBufSend, 0, count)));
     in = kBufRecv;
   }
@@ -115,12 +103,12 @@ Plan rhdAllReduce(const CollArgs& args) {
   for (int b = 0; b < g.p; ++b) vblocks[static_cast<size_t>(b)] = Range{segmentOffset(count, g.p, b), segmentCount(count, g.p, b)};
   halving(lane, g, v, vblocks, in, kBufRecv, args.chunkElems);
   doubling(lane, g, v, vblocks, kBufRecv, args.chunkElems);
-  if (r < 2 * g.rem) gen::append(lane, gen::sendOp(r - 1, all));
+  if (r < 2 * g.pairs) gen::append(lane, gen::sendOp(r - 1, all));
   return plan;
 }
 
 Plan rhdReduceScatter(const CollArgs& args) {
-  const Rhd g(args.nranks);
+  const RhdPattern g(args.nranks);
   const int r = args.rank, v = g.vrank(r);
   const size_t count = args.count, total = static_cast<size_t>(args.nranks) * count;
   Plan plan = gen::emptyPlan(args);
@@ -133,18 +121,19 @@ Plan rhdReduceScatter(const CollArgs& args) {
   }
   plan.scratchElems = total;  // partial sums at the send buffer's offsets
   int in = kBufSend;
-  if (r < 2 * g.rem) {
+  if (r < 2 * g.pairs) {
     gen::append(lane, gen::recvReduceOp(r - 1, gen::region(kBufScratch, 0, total), gen::region(kBufSend, 0, total)));
     in = kBufScratch;
   }
   halving(lane, g, v, rankVBlocks(g, count), in, kBufScratch, args.chunkElems);
   gen::append(lane, gen::copyOp(result, gen::region(kBufScratch, static_cast<size_t>(r) * count, count)));
-  if (r < 2 * g.rem) gen::append(lane, gen::sendOp(r - 1, gen::region(kBufScratch, static_cast<size_t>(r - 1) * count, count)));
+  if (r < 2 * g.pairs)
+    gen::append(lane, gen::sendOp(r - 1, gen::region(kBufScratch, static_cast<size_t>(r - 1) * count, count)));
   return plan;
 }
 
 Plan rhdAllGather(const CollArgs& args) {
-  const Rhd g(args.nranks);
+  const RhdPattern g(args.nranks);
   const int r = args.rank, v = g.vrank(r);
   const size_t count = args.count, total = static_cast<size_t>(args.nranks) * count;
   Plan plan = gen::emptyPlan(args);
@@ -160,9 +149,9 @@ Plan rhdAllGather(const CollArgs& args) {
     return plan;
   }
   gen::append(lane, gen::copyOp(gen::region(kBufRecv, me, count), input));
-  if (r < 2 * g.rem) gen::append(lane, gen::recvOp(r - 1, gen::region(kBufRecv, me - count, count)));
+  if (r < 2 * g.pairs) gen::append(lane, gen::recvOp(r - 1, gen::region(kBufRecv, me - count, count)));
   doubling(lane, g, v, rankVBlocks(g, count), kBufRecv, args.chunkElems);
-  if (r < 2 * g.rem) {
+  if (r < 2 * g.pairs) {
     const size_t theirs = me - count;
     gen::append(lane, gen::sendOp(r - 1, gen::region(kBufRecv, 0, theirs)));
     gen::append(lane, gen::sendOp(r - 1, gen::region(kBufRecv, theirs + count, total - theirs - count)));

@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "collectives/algorithms.h"
+#include "collectives/host_layout.h"
 #include "collectives/p2p_group.h"
-#include "core/interpreter.h"
 #include "collectives/plan.h"
+#include "core/interpreter.h"
 #include "kernels/reduce.h"
 #include "util/error.h"
 
@@ -593,7 +594,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CollAlgo{CollKind::kReduceScatter, "ring"}, CollAlgo{CollKind::kReduceScatter, "rhd"},
                       CollAlgo{CollKind::kReduceScatter, "hier"}, CollAlgo{CollKind::kAllGather, "ring"},
                       CollAlgo{CollKind::kAllGather, "rhd"}, CollAlgo{CollKind::kAllGather, "hier"},
-                      CollAlgo{CollKind::kBroadcast, "ring"}, CollAlgo{CollKind::kReduce, "ring"},
+                      CollAlgo{CollKind::kBroadcast, "chain"}, CollAlgo{CollKind::kReduce, "chain"},
                       CollAlgo{CollKind::kAllToAll, "pairwise"}, CollAlgo{CollKind::kBarrier, "dissemination"}),
     paramName);
 
@@ -603,8 +604,8 @@ TEST(Algorithms, ListsAndDefaults) {
             (std::vector<std::string>{"ring", "oneshot", "twoshot", "rhd", "tree", "hier"}));
   EXPECT_EQ(algorithmsFor(CollKind::kReduceScatter), (std::vector<std::string>{"ring", "rhd", "hier"}));
   EXPECT_EQ(algorithmsFor(CollKind::kAllGather), (std::vector<std::string>{"ring", "rhd", "hier"}));
-  EXPECT_EQ(algorithmsFor(CollKind::kBroadcast), std::vector<std::string>{"ring"});
-  EXPECT_EQ(algorithmsFor(CollKind::kReduce), std::vector<std::string>{"ring"});
+  EXPECT_EQ(algorithmsFor(CollKind::kBroadcast), std::vector<std::string>{"chain"});
+  EXPECT_EQ(algorithmsFor(CollKind::kReduce), std::vector<std::string>{"chain"});
   EXPECT_EQ(algorithmsFor(CollKind::kAllToAll), std::vector<std::string>{"pairwise"});
   EXPECT_EQ(algorithmsFor(CollKind::kSend), std::vector<std::string>{"p2p"});
   EXPECT_EQ(algorithmsFor(CollKind::kRecv), std::vector<std::string>{"p2p"});
@@ -651,9 +652,12 @@ TEST(Algorithms, BadArguments) {
   args.chunkElems = 8;
   args.kind = CollKind::kBroadcast;
   args.root = 4;
-  EXPECT_THROW(makePlan(args, "ring"), InvalidArgument);
+  EXPECT_THROW(makePlan(args, "chain"), InvalidArgument);
   args.root = -1;
-  EXPECT_THROW(makePlan(args, "ring"), InvalidArgument);
+  EXPECT_THROW(makePlan(args, "chain"), InvalidArgument);
+  args.root = 0;
+  EXPECT_NO_THROW(makePlan(args, "chain"));
+  EXPECT_THROW(makePlan(args, "ring"), InvalidArgument);  // broadcast and reduce run chains, not rings
   args.kind = CollKind::kSend;
   args.peer = 1;  // self
   EXPECT_THROW(makePlan(args, "p2p"), InvalidArgument);
@@ -662,6 +666,53 @@ TEST(Algorithms, BadArguments) {
   args.kind = CollKind::kAllGather;
   args.count = SIZE_MAX / 2;
   EXPECT_THROW(makePlan(args, "ring"), InvalidArgument);
+}
+
+// The host layout the hierarchical plans and the cost model share: hosts in order of their lowest rank,
+// ranks ascending, rails = the smallest host's rank count; bad layouts are rejected with the collective's name.
+TEST(PlanHostLayout, GroupsRanksByHost) {
+  const HostLayout one(4, {}, "test");
+  EXPECT_EQ(one.hosts(), (std::vector<std::vector<int>>{{0, 1, 2, 3}}));
+  EXPECT_EQ(one.rails(), 4);
+  EXPECT_FALSE(one.crossesHosts(0, 3));
+
+  const HostLayout threes(7, {0, 0, 0, 1, 1, 1, 2}, "test");
+  EXPECT_EQ(threes.hosts(), (std::vector<std::vector<int>>{{0, 1, 2}, {3, 4, 5}, {6}}));
+  EXPECT_EQ(threes.minPerHost(), 1);
+  EXPECT_EQ(threes.maxPerHost(), 3);
+  EXPECT_EQ(threes.rails(), 1);
+  EXPECT_EQ(threes.localOf(5), 2);
+  EXPECT_EQ(threes.hostOf(6), 2);
+  EXPECT_EQ(threes.rail(0), (std::vector<int>{0, 3, 6}));
+
+  // Hosts are numbered by their lowest rank, whatever indices the caller used.
+  const HostLayout alternating(5, {1, 0, 1, 0, 1}, "test");
+  EXPECT_EQ(alternating.hosts(), (std::vector<std::vector<int>>{{0, 2, 4}, {1, 3}}));
+  EXPECT_EQ(alternating.hostOf(0), 0);
+  EXPECT_EQ(alternating.localOf(3), 1);
+  EXPECT_EQ(alternating.rails(), 2);
+  EXPECT_EQ(alternating.rail(1), (std::vector<int>{2, 3}));
+  EXPECT_TRUE(alternating.crossesHosts(0, 1));
+  EXPECT_FALSE(alternating.crossesHosts(1, 3));
+}
+
+TEST(PlanHostLayout, RejectsBadLayouts) {
+  auto message = [](int n, const std::vector<int>& hostOf) {
+    CollArgs args;
+    args.nranks = n;
+    args.count = 10;
+    args.hostOf = hostOf;
+    try {
+      makePlan(args, "hier");
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(4, {0, 0, 1}), "allreduce: host layout names 3 ranks, the communicator has 4");
+  EXPECT_EQ(message(4, {0, 0, 1, 4}), "allreduce: rank 3 has host index 4");
+  EXPECT_EQ(message(3, {0, -1, 1}), "allreduce: rank 1 has host index -1");
+  EXPECT_THROW(HostLayout(2, {0, 2}, "test"), InvalidArgument);
 }
 
 // ---- determinism ---------------------------------------------------------------------------------------
