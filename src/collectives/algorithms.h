@@ -1,55 +1,18 @@
-// Plan generators: pure functions (collective, n, rank, count, options) -> Plan.
+// The algorithm table: which algorithms each collective has, and the plan of a call by one of them. The
+// generators behind it are pure functions (collective, n, rank, count, options) -> Plan (generators.h).
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <vector>
 
+#include "collectives/coll_args.h"
 #include "collectives/plan.h"
 
 namespace strata {
-
-enum class CollKind : uint8_t {
-  kAllReduce,
-  kReduceScatter,
-  kAllGather,
-  kBroadcast,
-  kReduce,
-  kAllToAll,
-  kSend,
-  kRecv,
-  kBarrier,
-};
-inline constexpr int kNumCollKinds = static_cast<int>(CollKind::kBarrier) + 1;
-const char* collName(CollKind k);  // "allreduce", "reducescatter", ...
-
-/// Everything a generator needs. Counts follow NCCL's argument of the same collective:
-/// allreduce/broadcast/reduce: count; reducescatter: recvcount; allgather: sendcount;
-/// alltoall: count per peer; send/recv: count.
-struct CollArgs {
-  CollKind kind = CollKind::kAllReduce;
-  int nranks = 1;
-  int rank = 0;
-  size_t count = 0;
-  int root = 0;      // broadcast, reduce
-  int peer = -1;     // send, recv
-  bool inPlace = false;
-  /// Largest element count of one pipelined chunk; generators keep chunks <= this so that no rank
-  /// runs more than the connection capacity ahead. Must be >= 1.
-  size_t chunkElems = 1 << 16;
-  /// Host index of every rank (index: rank), for hierarchical plans; empty means one host. Host indices
-  /// are 0..H-1 in order of each host's lowest rank.
-  std::vector<int> hostOf;
-};
 
 /// Names of the algorithms `kind` supports, the first being the default.
 std::vector<std::string> algorithmsFor(CollKind kind);
 /// Builds the plan; throws InvalidArgument for an unknown algorithm for this collective.
 Plan makePlan(const CollArgs& args, const std::string& algorithm);
-
-/// Element counts of the n near-equal segments a ring cuts `count` into (the first count % n get one
-/// more), and the offset of segment i.
-size_t segmentCount(size_t count, int n, int i);
-size_t segmentOffset(size_t count, int n, int i);
-
 }  // namespace strata

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "collectives/algorithms.h"
+#include "collectives/coll_args.h"
 #include "collectives/plan.h"
 
 namespace strata {

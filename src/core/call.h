@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "collectives/algorithms.h"
+#include "collectives/coll_args.h"
 #include "strata/strata.h"
 
 namespace strata {
