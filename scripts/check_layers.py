@@ -17,7 +17,7 @@ PUBLIC = ("strata/",)
 
 # Header-only, dependency-free helpers that the layers limited to the public API may use as well: they have no
 # symbols, so nothing of libstrata's internals is linked through them.
-HEADER_HELPERS = ("util/json_escape.h", "util/dtype_codec.h")
+HEADER_HELPERS = ("util/json_escape.h", "util/dtype_codec.h", "util/float_format.h")
 
 # Which folders of src/ each layer may include, lowest layer first (the arrows of DESIGN.md).
 SRC_LAYERS = {

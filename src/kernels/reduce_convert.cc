@@ -1,7 +1,7 @@
 // Scalar conversions between f32/f64 and the narrow float formats, and element access as double.
 //
-// These are the reference definitions: decoding follows the format definition literally (fp8 through
-// 256-entry tables built at compile time), and encoding rounds once from double with an explicit
+// These are the reference definitions (util/float_format.h): decoding follows the format definition literally
+// (fp8 through 256-entry tables built at compile time), and encoding rounds once from double with an explicit
 // round-to-nearest-even, so no intermediate f32 rounding can double-round. The branch-free codecs of
 // util/dtype_codec.h (the reduce loops of every tier, the CUDA kernels, the overlap scheduler) use bit tricks
 // instead and are tested against these, so the two stay separate; bf16 decoding, a shift, is the one they share.
@@ -14,75 +14,16 @@
 
 #include "kernels/reduce.h"
 #include "util/dtype_codec.h"
+#include "util/float_format.h"
 #include "util/error.h"
 
 namespace strata {
 namespace {
 
-constexpr double pow2(int e) {
-  double r = 1.0;
-  for (; e > 0; --e) r *= 2.0;
-  for (; e < 0; ++e) r /= 2.0;
-  return r;
-}
-
-// A binary float format with E exponent bits, M mantissa bits and bias B. kFiniteOnly is the OCP "fn" flavour
-// (e4m3): no infinities, only all-ones is NaN, and overflow saturates to the largest finite value.
-template <int E, int M, int B, bool kFiniteOnly>
-struct Format {
-  static constexpr uint32_t kSign = 1u << (E + M);
-  static constexpr uint32_t kExpAll = (1u << E) - 1;
-  static constexpr uint32_t kMantAll = (1u << M) - 1;
-  static constexpr uint32_t kNan = kFiniteOnly ? ((kExpAll << M) | kMantAll) : ((kExpAll << M) | (1u << (M - 1)));
-  static constexpr uint32_t kMaxFinite =
-      kFiniteOnly ? ((kExpAll << M) | (kMantAll - 1)) : (((kExpAll - 1) << M) | kMantAll);
-  // What overflow and infinity become: infinity, or the largest finite value when there is none.
-  static constexpr uint32_t kOverflow = kFiniteOnly ? kMaxFinite : (kExpAll << M);
-
-  static constexpr float decode(uint32_t code) {
-    const bool negative = (code & kSign) != 0;
-    const uint32_t exp = (code >> M) & kExpAll;
-    const uint32_t mant = code & kMantAll;
-    float mag;
-    if (kFiniteOnly ? (exp == kExpAll && mant == kMantAll) : exp == kExpAll) {
-      mag = (!kFiniteOnly && mant == 0) ? std::numeric_limits<float>::infinity()
-                                        : std::numeric_limits<float>::quiet_NaN();
-    } else if (exp == 0) {
-      mag = static_cast<float>(mant * pow2(1 - B - M));
-    } else {
-      mag = static_cast<float>((mant + (1u << M)) * pow2(static_cast<int>(exp) - B - M));
-    }
-    return negative ? -mag : mag;
-  }
-
-  static uint32_t encode(double v) {
-    const uint32_t sign = std::signbit(v) ? kSign : 0;
-    if (std::isnan(v)) return kNan | sign;
-    const double x = std::fabs(v);
-    if (x == 0.0) return sign;
-    if (std::isinf(x)) return kOverflow | sign;
-    int ex = 0;
-    std::frexp(x, &ex);  // x = f * 2^ex with f in [0.5, 1)
-    // The exponent x is represented with; the smallest normal exponent for subnormals.
-    const int e = std::max(ex - 1, 1 - B);
-    if (e > static_cast<int>(kExpAll) + 1 - B) return kOverflow | sign;
-    // Mantissa as an integer plus fraction; scaling by a power of two is exact.
-    const double q = std::ldexp(x, M - e);
-    double m = std::floor(q);
-    const double frac = q - m;
-    if (frac > 0.5 || (frac == 0.5 && std::fmod(m, 2.0) != 0.0)) m += 1.0;
-    const uint32_t mi = static_cast<uint32_t>(m);
-    // Subnormal (exponent field 0), or normal; a mantissa that rounded up to 2^(M+1) carries into the exponent.
-    uint32_t code = mi < (1u << M) ? mi : (static_cast<uint32_t>(e + B) << M) + (mi - (1u << M));
-    if (code > kMaxFinite) code = kOverflow;
-    return code | sign;
-  }
-};
-
-using HalfFormat = Format<5, 10, 15, false>;
-using Bf16Format = Format<8, 7, 127, false>;
-using E4m3Format = Format<4, 3, 7, true>;
-using E5m2Format = Format<5, 2, 15, false>;
+using HalfFormat = float_format::Half;
+using Bf16Format = float_format::Bf16;
+using E4m3Format = float_format::E4m3;
+using E5m2Format = float_format::E5m2;
 
 template <class F>
 constexpr std::array<float, 256> makeTable() {

@@ -5,21 +5,21 @@
 #include <cstring>
 #include <string>
 
+#include "util/float_format.h"
+
 namespace strata::perf {
 namespace {
 
-// A binary floating-point format: exponent bits, mantissa bits, bias, and whether the all-ones exponent
-// means infinity/NaN (IEEE) or, as in OCP fp8 e4m3 ("fn"), only the all-ones pattern is NaN.
+// The mantissa bits and bias of each float format, for ulpOf (the conversions are util/float_format.h's).
 struct FloatFormat {
-  int expBits, mantBits, bias;
-  bool ieee;
+  int mantBits, bias;
 };
-constexpr FloatFormat kHalf{5, 10, 15, true};
-constexpr FloatFormat kBfloat16{8, 7, 127, true};
-constexpr FloatFormat kE4m3{4, 3, 7, false};
-constexpr FloatFormat kE5m2{5, 2, 15, true};
-constexpr FloatFormat kFloat{8, 23, 127, true};
-constexpr FloatFormat kDouble{11, 52, 1023, true};
+constexpr FloatFormat kHalf{10, 15};
+constexpr FloatFormat kBfloat16{7, 127};
+constexpr FloatFormat kE4m3{3, 7};
+constexpr FloatFormat kE5m2{2, 15};
+constexpr FloatFormat kFloat{23, 127};
+constexpr FloatFormat kDouble{52, 1023};
 
 const FloatFormat* formatOf(strataDataType_t t) {
   switch (t) {
@@ -38,56 +38,6 @@ const FloatFormat* formatOf(strataDataType_t t) {
     default:
       return nullptr;
   }
-}
-
-// Encodes v in a narrow format with round-to-nearest-even (the default FP rounding mode of nearbyint).
-uint32_t encodeNarrow(const FloatFormat& f, double v) {
-  const uint32_t sign = std::signbit(v) ? 1u << (f.expBits + f.mantBits) : 0u;
-  const uint32_t expAllOnes = (1u << f.expBits) - 1;
-  const uint32_t mantMax = (1u << f.mantBits) - 1;
-  const uint32_t nan =
-      f.ieee ? (expAllOnes << f.mantBits) | (1u << (f.mantBits - 1)) : (expAllOnes << f.mantBits) | mantMax;
-  const uint32_t overflow = f.ieee ? sign | (expAllOnes << f.mantBits) : sign | nan;
-  if (std::isnan(v)) return sign | nan;
-  double a = std::fabs(v);
-  if (std::isinf(a)) return overflow;
-  if (a == 0) return sign;
-  int e = 0;
-  double frac = std::frexp(a, &e);  // a = frac * 2^e, frac in [0.5, 1)
-  int field = e - 1 + f.bias;
-  if (field < 1) {
-    // Subnormal: count units of the smallest subnormal. A result of 2^mantBits is exactly the smallest
-    // normal, whose encoding is the same integer.
-    double m = std::nearbyint(std::ldexp(a, f.bias - 1 + f.mantBits));
-    return sign | static_cast<uint32_t>(m);
-  }
-  double m = std::nearbyint((std::ldexp(frac, 1) - 1.0) * std::ldexp(1.0, f.mantBits));
-  if (m == std::ldexp(1.0, f.mantBits)) {
-    m = 0;
-    ++field;
-  }
-  const int maxField = static_cast<int>(f.ieee ? expAllOnes - 1 : expAllOnes);
-  if (field > maxField || (!f.ieee && field == maxField && static_cast<uint32_t>(m) == mantMax)) return overflow;
-  return sign | (static_cast<uint32_t>(field) << f.mantBits) | static_cast<uint32_t>(m);
-}
-
-double decodeNarrow(const FloatFormat& f, uint32_t bits) {
-  const uint32_t expAllOnes = (1u << f.expBits) - 1;
-  const uint32_t mantMax = (1u << f.mantBits) - 1;
-  const bool negative = (bits >> (f.expBits + f.mantBits)) & 1;
-  const uint32_t field = (bits >> f.mantBits) & expAllOnes;
-  const uint32_t m = bits & mantMax;
-  double v;
-  if (f.ieee && field == expAllOnes) {
-    v = m != 0 ? NAN : INFINITY;
-  } else if (!f.ieee && field == expAllOnes && m == mantMax) {
-    v = NAN;
-  } else if (field == 0) {
-    v = std::ldexp(static_cast<double>(m), 1 - f.bias - f.mantBits);
-  } else {
-    v = std::ldexp(1.0 + std::ldexp(static_cast<double>(m), -f.mantBits), static_cast<int>(field) - f.bias);
-  }
-  return negative ? -v : v;
 }
 
 template <typename T>
@@ -162,14 +112,10 @@ void storeValue(const DtypeInfo& t, void* base, size_t index, double v) {
     case strataFloat64:
       storeAs(base, index, v);
       break;
-    case strataFloat16:
-    case strataBfloat16:
-      storeAs(base, index, static_cast<uint16_t>(encodeNarrow(*formatOf(t.type), v)));
-      break;
-    case strataFloat8e4m3:
-    case strataFloat8e5m2:
-      storeAs(base, index, static_cast<uint8_t>(encodeNarrow(*formatOf(t.type), v)));
-      break;
+    case strataFloat16: storeAs(base, index, static_cast<uint16_t>(float_format::Half::encode(v))); break;
+    case strataBfloat16: storeAs(base, index, static_cast<uint16_t>(float_format::Bf16::encode(v))); break;
+    case strataFloat8e4m3: storeAs(base, index, static_cast<uint8_t>(float_format::E4m3::encode(v))); break;
+    case strataFloat8e5m2: storeAs(base, index, static_cast<uint8_t>(float_format::E5m2::encode(v))); break;
     default:
       break;
   }
@@ -193,12 +139,10 @@ double loadValue(const DtypeInfo& t, const void* base, size_t index) {
       return loadAs<float>(base, index);
     case strataFloat64:
       return loadAs<double>(base, index);
-    case strataFloat16:
-    case strataBfloat16:
-      return decodeNarrow(*formatOf(t.type), loadAs<uint16_t>(base, index));
-    case strataFloat8e4m3:
-    case strataFloat8e5m2:
-      return decodeNarrow(*formatOf(t.type), loadAs<uint8_t>(base, index));
+    case strataFloat16: return float_format::Half::decode(loadAs<uint16_t>(base, index));
+    case strataBfloat16: return float_format::Bf16::decode(loadAs<uint16_t>(base, index));
+    case strataFloat8e4m3: return float_format::E4m3::decode(loadAs<uint8_t>(base, index));
+    case strataFloat8e5m2: return float_format::E5m2::decode(loadAs<uint8_t>(base, index));
     default:
       return NAN;
   }
