@@ -59,12 +59,9 @@ int main(int argc, char** argv) {
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--bytes" && i + 1 < argc)
-      bytes = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--iters" && i + 1 < argc)
-      iters = std::atoi(argv[++i]);
-    else if (a == "--json" && i + 1 < argc)
-      json = argv[++i];
+    if (a == "--bytes" && i + 1 < argc) bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
+    else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--bytes N] [--iters N] [--json FILE]\n", argv[0]);
       return 2;

@@ -65,8 +65,8 @@ void benchMemcpy(benchmark::State& state) {
 
 // reduce2/<dtype>/<tier>/<bytes per input>: every tier this CPU supports, the default one marked "(best)".
 void registerAll() {
-  const strataDataType_t dtypes[] = {strataFloat32, strataBfloat16, strataFloat16, strataFloat8e4m3, strataFloat8e5m2,
-                                     strataInt32};
+  const strataDataType_t dtypes[] = {strataFloat32,    strataBfloat16,   strataFloat16,
+                                     strataFloat8e4m3, strataFloat8e5m2, strataInt32};
   for (strataDataType_t dt : dtypes) {
     for (KernelIsa isa : {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512, KernelIsa::kAvx512Vbmi}) {
       if (!kernelIsaSupported(isa)) continue;

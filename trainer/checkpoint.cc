@@ -98,8 +98,7 @@ void saveCheckpoint(const std::string& path, CkptCtx& c) {
   }
   if (c.writer) {
     f.close();
-    if (!f || std::rename((path + ".tmp").c_str(), path.c_str()))
-      throw std::runtime_error("cannot write " + path);
+    if (!f || std::rename((path + ".tmp").c_str(), path.c_str())) throw std::runtime_error("cannot write " + path);
   }
 }
 

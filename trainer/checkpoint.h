@@ -14,8 +14,8 @@ namespace strain {
 struct CkptCtx {
   std::vector<Param>* params;
   const std::vector<size_t>* offsets;
-  float* w;            // flat parameters
-  size_t total;        // elements of the flat buffers
+  float* w;      // flat parameters
+  size_t total;  // elements of the flat buffers
   AdamW* opt;
   TpCtx* tp;
   strata::Communicator* dp;  // null: one DP rank

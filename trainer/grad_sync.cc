@@ -1,7 +1,6 @@
 #include "grad_sync.h"
 
 #include <algorithm>
-
 #include <chrono>
 #include <cstring>
 
@@ -44,10 +43,8 @@ class PlainGradSync : public GradSync {
     if (n_ == 1) return;
     auto t0 = Clock::now();
     size_t chunk = total_ / n_;
-    if (zero_)
-      dp_->reduceScatter(buf_.data(), buf_.data() + r_ * chunk, chunk, strataFloat32, strataAvg);
-    else
-      dp_->allReduce(buf_.data(), buf_.data(), total_, strataFloat32, strataAvg);
+    if (zero_) dp_->reduceScatter(buf_.data(), buf_.data() + r_ * chunk, chunk, strataFloat32, strataAvg);
+    else dp_->allReduce(buf_.data(), buf_.data(), total_, strataFloat32, strataAvg);
     stats_.commMs = stats_.exposedMs = msSince(t0);
   }
   std::vector<std::pair<size_t, size_t>> ownedRanges() const override {

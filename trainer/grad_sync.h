@@ -44,7 +44,8 @@ class GradSync {
 
 /// `dp` may be null (one DP rank). zero: reduce-scatter gradients / all-gather parameters (ZeRO-1).
 /// overlap: use strata::OverlapScheduler when this build has it (otherwise launch after backward).
-std::unique_ptr<GradSync> makeGradSync(strata::Communicator* dp, bool zero, bool overlap, size_t bucketCapBytes = 25 << 20);
+std::unique_ptr<GradSync> makeGradSync(strata::Communicator* dp, bool zero, bool overlap,
+                                       size_t bucketCapBytes = 25 << 20);
 /// Whether makeGradSync(..., overlap = true) uses the overlap scheduler in this build.
 bool haveOverlapScheduler();
 

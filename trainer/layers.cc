@@ -24,8 +24,8 @@ void layerNormForward(const float* x, const float* g, const float* b, float* y, 
   }
 }
 
-void layerNormBackward(const float* dy, const float* x, const float* g, const float* mean, const float* rstd,
-                       float* dx, float* dg, float* db, int N, int D) {
+void layerNormBackward(const float* dy, const float* x, const float* g, const float* mean, const float* rstd, float* dx,
+                       float* dg, float* db, int N, int D) {
   for (int i = 0; i < N; ++i) {
     const float* xi = x + size_t(i) * D;
     const float* dyi = dy + size_t(i) * D;

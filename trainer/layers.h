@@ -10,8 +10,8 @@ namespace strain {
 
 /// y = (x - mean) * rstd * g + b over rows of width D; caches mean and rstd (N each).
 void layerNormForward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, int N, int D);
-void layerNormBackward(const float* dy, const float* x, const float* g, const float* mean, const float* rstd,
-                       float* dx, float* dg, float* db, int N, int D);
+void layerNormBackward(const float* dy, const float* x, const float* g, const float* mean, const float* rstd, float* dx,
+                       float* dg, float* db, int N, int D);
 
 /// GELU (tanh approximation), elementwise.
 void geluForward(const float* x, float* y, size_t n);

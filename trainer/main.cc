@@ -17,7 +17,6 @@
 #include "model.h"
 #include "optim.h"
 
-
 namespace {
 
 struct Options {
@@ -135,7 +134,7 @@ int run(const Options& o) {
   opt.weightDecay = o.weightDecay;
   opt.init(sync->ownedRanges());
   strata::Communicator* dpIfSharded = (o.zero > 0 && o.dp > 1) ? &dpComm : nullptr;
-  strain::CkptCtx ck{&params, &offsets, weights.data(), weights.size(), &opt, &tp, o.dp > 1 ? &dpComm : nullptr,
+  strain::CkptCtx ck{&params,    &offsets, weights.data(), weights.size(), &opt, &tp, o.dp > 1 ? &dpComm : nullptr,
                      o.zero > 0, rank == 0};
   if (!o.load.empty()) strain::loadCheckpoint(o.load, ck);
 
@@ -144,12 +143,13 @@ int run(const Options& o) {
   size_t nparam = 0;
   for (auto& p : params) nparam += size_t(p.rows) * p.cols;
   if (rank == 0)
-    std::printf("strata-train: dp %d x tp %d%s%s | %zu parameters | %d layers, %d heads, dim %d, seq %d, batch %d | "
-                "data %s (%zu bytes) | dp sync: %s, overlap %s\n",
-                o.dp, o.tp, o.sp ? " (sequence parallel)" : "", o.zero ? " zero-1" : "", nparam, o.model.layers,
-                o.model.heads, o.model.dim, S, o.batch, data.source().c_str(), data.size(),
-                strain::haveOverlapScheduler() && o.dp > 1 ? "OverlapScheduler" : "all-reduce after backward",
-                o.overlap ? "on" : "off");
+    std::printf(
+        "strata-train: dp %d x tp %d%s%s | %zu parameters | %d layers, %d heads, dim %d, seq %d, batch %d | "
+        "data %s (%zu bytes) | dp sync: %s, overlap %s\n",
+        o.dp, o.tp, o.sp ? " (sequence parallel)" : "", o.zero ? " zero-1" : "", nparam, o.model.layers, o.model.heads,
+        o.model.dim, S, o.batch, data.source().c_str(), data.size(),
+        strain::haveOverlapScheduler() && o.dp > 1 ? "OverlapScheduler" : "all-reduce after backward",
+        o.overlap ? "on" : "off");
   std::FILE* lossLog = (rank == 0 && !o.lossLog.empty()) ? std::fopen(o.lossLog.c_str(), "w") : nullptr;
 
   std::vector<uint8_t> tokens;
@@ -185,17 +185,18 @@ int run(const Options& o) {
     if (lossLog) std::fprintf(lossLog, "%d %.9g\n", step, l);
     if (rank == 0 && ((step - startStep) % o.logEvery == 0 || step == startStep + o.steps - 1)) {
       double tps = double(o.batch) * S / (ms / 1000.0);
-      std::printf("step %d | loss %.4f | %.1fk tok/s | step %.1f ms | comm %.1f ms | exposed %.1f ms | overlap %.0f%% "
-                  "| tp comm %.1f ms\n",
-                  step, l, tps / 1000.0, ms, st.commMs, st.exposedMs, st.overlapPct, tp.commSec * 1000.0);
+      std::printf(
+          "step %d | loss %.4f | %.1fk tok/s | step %.1f ms | comm %.1f ms | exposed %.1f ms | overlap %.0f%% "
+          "| tp comm %.1f ms\n",
+          step, l, tps / 1000.0, ms, st.commMs, st.exposedMs, st.overlapPct, tp.commSec * 1000.0);
       std::fflush(stdout);
     }
   }
   if (lossLog) std::fclose(lossLog);
   if (rank == 0 && o.steps > 0) std::printf("loss %.4f -> %.4f over %d steps\n", firstLoss, lastLoss, o.steps);
   if (rank == 0 && counted > 0)
-    std::printf("mean of steps %d-%d | step %.1f ms | comm %.1f ms | exposed %.1f ms | hidden %.0f%%\n",
-                startStep + 3, startStep + o.steps - 1, sumMs / counted, sumComm / counted, sumExposed / counted,
+    std::printf("mean of steps %d-%d | step %.1f ms | comm %.1f ms | exposed %.1f ms | hidden %.0f%%\n", startStep + 3,
+                startStep + o.steps - 1, sumMs / counted, sumComm / counted, sumExposed / counted,
                 sumComm > 0 ? 100.0 * (sumComm - sumExposed) / sumComm : 0.0);
   if (!o.trace.empty()) {
     const std::string path = tRank == 0 ? o.trace : o.trace + ".tp" + std::to_string(tRank);

@@ -90,8 +90,8 @@ void Gpt::bind(float* wbase, float* gbase, const std::vector<size_t>& offsets) {
 double Gpt::forwardBackward(const uint8_t* tokens, int B, float lossScale, void (*ready)(void*, int), void* ctx) {
   const int S = c_.seq, D = c_.dim, V = c_.vocab, T = tp_.size;
   const bool sp = tp_.sp && T > 1;
-  const int N = B * S;                 // rows inside the parallel regions
-  const int Nl = sp ? N / T : N;       // rows of the residual stream on this rank
+  const int N = B * S;            // rows inside the parallel regions
+  const int Nl = sp ? N / T : N;  // rows of the residual stream on this rank
   const int row0 = sp ? tp_.rank * Nl : 0;
   if (sp && N % T) throw std::runtime_error("sequence parallel needs batch*seq divisible by tp");
   const int Hl = c_.heads / T, hd = D / c_.heads, Cl = Hl * hd;
@@ -127,8 +127,7 @@ double Gpt::forwardBackward(const uint8_t* tokens, int B, float lossScale, void 
     bl.ln2.resize(x.size());
     bl.mean2.resize(Nl);
     bl.rstd2.resize(Nl);
-    layerNormForward(bl.x1.data(), P(bl.ln2g).w, P(bl.ln2b).w, bl.ln2.data(), bl.mean2.data(), bl.rstd2.data(), Nl,
-                     D);
+    layerNormForward(bl.x1.data(), P(bl.ln2g).w, P(bl.ln2b).w, bl.ln2.data(), bl.mean2.data(), bl.rstd2.data(), Nl, D);
     bl.h.resize(size_t(N) * 4 * Cl);
     bl.cfc.forward(tp_, bl.ln2.data(), Nl, P(bl.w1).w, P(bl.b1).w, bl.h.data());
     bl.a.resize(bl.h.size());

@@ -24,12 +24,12 @@ struct ModelConfig {
 struct Param {
   std::string name;
   int rows = 1, cols = 1;
-  int shard = 0;   // 0: replicated over TP; 1: columns split (in `groups` column groups); 2: rows split
+  int shard = 0;  // 0: replicated over TP; 1: columns split (in `groups` column groups); 2: rows split
   int groups = 1;
   bool decay = false;  // weight decay applies (matrices)
   float initStd = 0;   // 0: constant initValue
   float initValue = 0;
-  size_t numel = 0;    // local elements
+  size_t numel = 0;  // local elements
   float* w = nullptr;
   float* g = nullptr;
 };

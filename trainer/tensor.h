@@ -16,8 +16,8 @@ using Vec = std::vector<float>;
 /// C = alpha * op(A) * op(B) + beta * C, row-major. op(A) is M x K, op(B) is K x N.
 inline void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
                  float beta, float* C, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
-              B, ldb, beta, C, ldc);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
+              ldb, beta, C, ldc);
 }
 
 /// splitmix64-based RNG: the same seed gives the same stream on every rank and machine.

@@ -69,8 +69,7 @@ void ColumnParallel::forward(TpCtx& tp, const float* x, int nIn, const float* W,
   gemm(false, false, N, Ml, K, 1.f, xin, K, W, Ml, 1.f, y, Ml);
 }
 
-void ColumnParallel::backward(TpCtx& tp, const float* dy, int nIn, const float* W, float* dW, float* db,
-                              float* dx) {
+void ColumnParallel::backward(TpCtx& tp, const float* dy, int nIn, const float* W, float* dW, float* db, float* dx) {
   bool sp = tp.sp && tp.size > 1;
   int N = sp ? nIn * tp.size : nIn;
   // The input gradient first, so its collective (g's all-reduce, or reduce-scatter under sp) runs while

@@ -42,10 +42,10 @@ struct OverlapOptions {
 
 /// Per-step accounting, in microseconds of wall time on this rank.
 struct OverlapStats {
-  double computeUs = 0;        // from beginStep() to the last gradReady()
-  double commUs = 0;           // union of the intervals in which some bucket's collective was in flight
-  double exposedCommUs = 0;    // communication after the last gradReady(), that finish() waited for
-  double overlapPercent = 0;   // 100 * (commUs - exposedCommUs) / commUs
+  double computeUs = 0;       // from beginStep() to the last gradReady()
+  double commUs = 0;          // union of the intervals in which some bucket's collective was in flight
+  double exposedCommUs = 0;   // communication after the last gradReady(), that finish() waited for
+  double overlapPercent = 0;  // 100 * (commUs - exposedCommUs) / commUs
   int buckets = 0;
 };
 

@@ -115,23 +115,22 @@ strataResult_t strataAllReduce(const void* sendbuff, void* recvbuff, size_t coun
                                strataRedOp_t op, strataComm_t comm, strataStream_t stream);
 /// recvbuff gets block `rank` (recvcount elements) of the reduction of every rank's sendbuff
 /// (nranks * recvcount elements). In place when recvbuff == sendbuff + rank * recvcount.
-strataResult_t strataReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                   strataDataType_t datatype, strataRedOp_t op, strataComm_t comm,
-                                   strataStream_t stream);
+strataResult_t strataReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, strataDataType_t datatype,
+                                   strataRedOp_t op, strataComm_t comm, strataStream_t stream);
 /// recvbuff (nranks * sendcount) gets every rank's sendbuff in rank order. In place when
 /// sendbuff == recvbuff + rank * sendcount.
 strataResult_t strataAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, strataDataType_t datatype,
                                strataComm_t comm, strataStream_t stream);
-strataResult_t strataBroadcast(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
-                               int root, strataComm_t comm, strataStream_t stream);
+strataResult_t strataBroadcast(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype, int root,
+                               strataComm_t comm, strataStream_t stream);
 /// recvbuff is only used on root.
 strataResult_t strataReduce(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
                             strataRedOp_t op, int root, strataComm_t comm, strataStream_t stream);
 /// Block j (count elements) of sendbuff goes to rank j, which stores it as its block `rank` of recvbuff.
 strataResult_t strataAllToAll(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
                               strataComm_t comm, strataStream_t stream);
-strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer,
-                          strataComm_t comm, strataStream_t stream);
+strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
+                          strataStream_t stream);
 strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
                           strataStream_t stream);
 strataResult_t strataBarrier(strataComm_t comm, strataStream_t stream);
@@ -166,8 +165,7 @@ typedef enum {
   strataCollAllToAll = 5,
 } strataCollective_t;
 strataResult_t strataCommExplain(strataComm_t comm, strataCollective_t collective, size_t count,
-                                 strataDataType_t datatype, char* algorithm, size_t algorithmLen,
-                                 double* predictedUs);
+                                 strataDataType_t datatype, char* algorithm, size_t algorithmLen, double* predictedUs);
 
 #ifdef __cplusplus
 }  // extern "C"

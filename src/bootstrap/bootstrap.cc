@@ -86,16 +86,14 @@ std::vector<uint8_t> Bootstrap::recvTagged(int peer, uint64_t tag, const char* w
   std::vector<uint8_t> out;
   const int64_t ms = net_->config().timeoutMs;
   switch (net_->recv(commId_, worldRank(peer), tag, Deadline::in(ms), out)) {
-    case BootstrapNetwork::RecvStatus::kOk:
-      return out;
+    case BootstrapNetwork::RecvStatus::kOk: return out;
     case BootstrapNetwork::RecvStatus::kTimeout:
       throw TimeoutError(
           strprintf("bootstrap %s on rank %d (world rank %d) timed out after %lld ms waiting for "
                     "peer %d (world %s) [comm 0x%016llx]",
                     what, rank_, worldRank(rank_), static_cast<long long>(ms), peer,
                     net_->describe(worldRank(peer)).c_str(), static_cast<unsigned long long>(commId_)));
-    case BootstrapNetwork::RecvStatus::kFailed:
-      break;
+    case BootstrapNetwork::RecvStatus::kFailed: break;
   }
   throw RemoteError(strprintf("bootstrap %s on rank %d (world rank %d) from peer %d (world rank %d) aborted: %s", what,
                               rank_, worldRank(rank_), peer, worldRank(peer), net_->failure().c_str()));

@@ -140,5 +140,4 @@ class Bootstrap : public PeerExchange {
 /// port uniqueIdForEnv gives), then every rank connects. Collective over all env.size ranks.
 std::shared_ptr<Bootstrap> connectFromEnv(const Config& config, const EnvLaunch& env);
 
-
 }  // namespace strata

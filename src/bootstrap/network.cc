@@ -1,8 +1,6 @@
 #include "bootstrap/network.h"
 
 #include <signal.h>
-#include <unistd.h>
-
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,8 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "bootstrap/wire.h"
 #include "bootstrap/siphash.h"
+#include "bootstrap/wire.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -220,9 +218,7 @@ void BootstrapNetwork::receiverLoop() {
           break;
         }
         case MsgType::kFailure:
-        case MsgType::kError:
-          recordFailure(r.str(), true);
-          break;
+        case MsgType::kError: recordFailure(r.str(), true); break;
         case MsgType::kRootLeaving: {
           std::string why = r.str();
           STRATA_INFO(kLogBootstrap, "bootstrap rank %d: %s; the root may go away with it", rank_, why.c_str());
@@ -274,15 +270,14 @@ void BootstrapNetwork::receiverLoop() {
         const BootstrapPeer& p = peers_[r];
         if (p.host == host && p.pid != 0 && static_cast<pid_t>(p.pid) != getpid() &&
             processGone(static_cast<pid_t>(p.pid))) {
-          culprit += strprintf("%srank %zu (host %s, pid %u) died", culprit.empty() ? "" : ", ", r, p.host.c_str(),
-                               p.pid);
+          culprit +=
+              strprintf("%srank %zu (host %s, pid %u) died", culprit.empty() ? "" : ", ", r, p.host.c_str(), p.pid);
         }
       }
     }
     recordFailure(strprintf("%s%sbootstrap root unreachable: rank %d lost its connection to the root at %s (%s); the "
                             "root's process probably died",
-                            culprit.c_str(), culprit.empty() ? "" : "; ", rank_, rootAddr_.str().c_str(),
-                            why.c_str()),
+                            culprit.c_str(), culprit.empty() ? "" : "; ", rank_, rootAddr_.str().c_str(), why.c_str()),
                   true);
   }
   {

@@ -15,8 +15,8 @@
 #include <tuple>
 #include <vector>
 
-#include "bootstrap/unique_id.h"
 #include "bootstrap/socket_io.h"
+#include "bootstrap/unique_id.h"
 #include "util/config.h"
 
 namespace strata {
@@ -87,9 +87,9 @@ class BootstrapNetwork {
   std::condition_variable cv_;
   std::map<MailboxKey, std::deque<std::vector<uint8_t>>> mailboxes_;
   std::string failure_;
-  bool rootLost_ = false;  // the connection is unusable: sends fail fast
+  bool rootLost_ = false;    // the connection is unusable: sends fail fast
   std::string rootLeaving_;  // the root announced that its process's ranks all left (kRootLeaving)
-  bool closing_ = false;   // the destructor said goodbye: EOF from the root is expected
+  bool closing_ = false;     // the destructor said goodbye: EOF from the root is expected
   bool receiverDone_ = false;
   std::map<uint64_t, std::function<void(const std::string&)>> handlers_;
   uint64_t nextHandlerId_ = 1;

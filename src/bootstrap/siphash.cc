@@ -2,9 +2,9 @@
 // Written out here rather than pulled from a dependency because it is 40 lines and the bootstrap uses it
 // for three things that must agree bit for bit on every host: the challenge MAC, ids derived from the
 // unique id's secret, and secrets/ports derived from a launcher's job identity.
-#include <cstring>
-
 #include "bootstrap/siphash.h"
+
+#include <cstring>
 
 namespace strata {
 namespace {

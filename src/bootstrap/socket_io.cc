@@ -85,10 +85,8 @@ SockAddr sockAddrFromRaw(uint8_t family, const uint8_t addr[16], uint16_t port) 
 
 void sockAddrToRaw(const SockAddr& a, uint8_t* out) {
   std::memset(out, 0, 16);
-  if (a.family() == AF_INET)
-    std::memcpy(out, &reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr, 4);
-  else if (a.family() == AF_INET6)
-    std::memcpy(out, &reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr, 16);
+  if (a.family() == AF_INET) std::memcpy(out, &reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr, 4);
+  else if (a.family() == AF_INET6) std::memcpy(out, &reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr, 16);
 }
 
 SockAddr resolveHost(const std::string& host, uint16_t port, bool passive, const std::string& what) {

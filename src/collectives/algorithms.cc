@@ -45,10 +45,8 @@ size_t blocksPerBuffer(const CollArgs& args) {
   switch (args.kind) {
     case CollKind::kReduceScatter:
     case CollKind::kAllGather:
-    case CollKind::kAllToAll:
-      return static_cast<size_t>(args.nranks);
-    default:
-      return 1;
+    case CollKind::kAllToAll: return static_cast<size_t>(args.nranks);
+    default: return 1;
   }
 }
 

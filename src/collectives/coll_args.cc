@@ -6,24 +6,15 @@ namespace strata {
 
 const char* collName(CollKind k) {
   switch (k) {
-    case CollKind::kAllReduce:
-      return "allreduce";
-    case CollKind::kReduceScatter:
-      return "reducescatter";
-    case CollKind::kAllGather:
-      return "allgather";
-    case CollKind::kBroadcast:
-      return "broadcast";
-    case CollKind::kReduce:
-      return "reduce";
-    case CollKind::kAllToAll:
-      return "alltoall";
-    case CollKind::kSend:
-      return "send";
-    case CollKind::kRecv:
-      return "recv";
-    case CollKind::kBarrier:
-      return "barrier";
+    case CollKind::kAllReduce: return "allreduce";
+    case CollKind::kReduceScatter: return "reducescatter";
+    case CollKind::kAllGather: return "allgather";
+    case CollKind::kBroadcast: return "broadcast";
+    case CollKind::kReduce: return "reduce";
+    case CollKind::kAllToAll: return "alltoall";
+    case CollKind::kSend: return "send";
+    case CollKind::kRecv: return "recv";
+    case CollKind::kBarrier: return "barrier";
   }
   return "invalid";
 }

@@ -30,8 +30,8 @@ struct CollArgs {
   int nranks = 1;
   int rank = 0;
   size_t count = 0;
-  int root = 0;      // broadcast, reduce
-  int peer = -1;     // send, recv
+  int root = 0;   // broadcast, reduce
+  int peer = -1;  // send, recv
   bool inPlace = false;
   /// Largest element count of one pipelined chunk; generators keep chunks <= this so that no rank
   /// runs more than the connection capacity ahead. Must be >= 1.

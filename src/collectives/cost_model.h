@@ -16,13 +16,13 @@ namespace strata {
 /// What the cost model knows about a communicator.
 struct TuningInputs {
   int nranks = 1;
-  std::vector<int> hostOf;  // host index of every rank (0..H-1); empty: one host
-  LinkFigures intra{0.6, 8.0};   // rank to rank on one host (shm, or NVLink between GPUs)
-  LinkFigures inter{15.0, 1.25};  // one flow between hosts (one NIC, or TCP)
-  int nicsPerHost = 1;           // flows between hosts that run at full speed at once, per host
-  double reduceGBps = 20;        // local reduction throughput (output bytes per second)
-  double copyGBps = 20;          // local copy throughput
-  double messageUs = 0.3;        // fixed cost of one message besides link latency (executor, FIFO)
+  std::vector<int> hostOf;         // host index of every rank (0..H-1); empty: one host
+  LinkFigures intra{0.6, 8.0};     // rank to rank on one host (shm, or NVLink between GPUs)
+  LinkFigures inter{15.0, 1.25};   // one flow between hosts (one NIC, or TCP)
+  int nicsPerHost = 1;             // flows between hosts that run at full speed at once, per host
+  double reduceGBps = 20;          // local reduction throughput (output bytes per second)
+  double copyGBps = 20;            // local copy throughput
+  double messageUs = 0.3;          // fixed cost of one message besides link latency (executor, FIFO)
   size_t chunkBytes = 512 * 1024;  // pipeline chunk of the ring-like plans
 };
 

@@ -59,7 +59,8 @@ Plan hierAllReduce(const CollArgs& args) {
   // The data in `rails` segments; local rank j < rails owns segment j after the intra-host reduce-scatter.
   std::vector<Block> intra(mine.size());
   for (int j = 0; j < hi.rails; ++j)
-    intra[static_cast<size_t>(j)] = {Range{segmentOffset(args.count, hi.rails, j), segmentCount(args.count, hi.rails, j)}};
+    intra[static_cast<size_t>(j)] = {
+        Range{segmentOffset(args.count, hi.rails, j), segmentCount(args.count, hi.rails, j)}};
   gen::groupReduceScatter(lane, mine, hi.local, intra, kBufSend, kBufRecv, args.chunkElems);
   if (hi.local < hi.rails && hi.nhosts() > 1) {
     // All-reduce of our segment along our rail: a ring reduce-scatter then all-gather over the hosts.

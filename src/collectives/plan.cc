@@ -9,24 +9,15 @@ namespace strata {
 
 const char* opKindName(OpKind k) {
   switch (k) {
-    case OpKind::kSend:
-      return "send";
-    case OpKind::kRecv:
-      return "recv";
-    case OpKind::kRecvReduce:
-      return "recvReduce";
-    case OpKind::kRecvReduceSend:
-      return "recvReduceSend";
-    case OpKind::kRecvReduceCopySend:
-      return "recvReduceCopySend";
-    case OpKind::kRecvCopySend:
-      return "recvCopySend";
-    case OpKind::kCopy:
-      return "copy";
-    case OpKind::kReduceLocal:
-      return "reduceLocal";
-    case OpKind::kCopySend:
-      return "copySend";
+    case OpKind::kSend: return "send";
+    case OpKind::kRecv: return "recv";
+    case OpKind::kRecvReduce: return "recvReduce";
+    case OpKind::kRecvReduceSend: return "recvReduceSend";
+    case OpKind::kRecvReduceCopySend: return "recvReduceCopySend";
+    case OpKind::kRecvCopySend: return "recvCopySend";
+    case OpKind::kCopy: return "copy";
+    case OpKind::kReduceLocal: return "reduceLocal";
+    case OpKind::kCopySend: return "copySend";
   }
   return "invalid";
 }
@@ -36,8 +27,7 @@ namespace {
 // Which regions an op reads or writes; the others are ignored.
 bool usesSrc(OpKind k) {
   return k == OpKind::kSend || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceSend ||
-         k == OpKind::kRecvReduceCopySend || k == OpKind::kCopy || k == OpKind::kReduceLocal ||
-         k == OpKind::kCopySend;
+         k == OpKind::kRecvReduceCopySend || k == OpKind::kCopy || k == OpKind::kReduceLocal || k == OpKind::kCopySend;
 }
 bool usesDst(OpKind k) {
   return k == OpKind::kRecv || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceCopySend ||

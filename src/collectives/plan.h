@@ -57,8 +57,8 @@ struct Op {
 struct Plan {
   int rank = 0;
   int nranks = 1;
-  std::string algorithm;            // the generator's name as algorithmsFor() lists it; "p2p" for a group
-  size_t scratchElems = 0;          // elements of scratch the executor must provide (buffer kBufScratch)
+  std::string algorithm;    // the generator's name as algorithmsFor() lists it; "p2p" for a group
+  size_t scratchElems = 0;  // elements of scratch the executor must provide (buffer kBufScratch)
   std::vector<std::vector<Op>> lanes;
 
   size_t numOps() const;

@@ -100,7 +100,8 @@ Plan rhdAllReduce(const CollArgs& args) {
     in = kBufRecv;
   }
   std::vector<Range> vblocks(static_cast<size_t>(g.p));
-  for (int b = 0; b < g.p; ++b) vblocks[static_cast<size_t>(b)] = Range{segmentOffset(count, g.p, b), segmentCount(count, g.p, b)};
+  for (int b = 0; b < g.p; ++b)
+    vblocks[static_cast<size_t>(b)] = Range{segmentOffset(count, g.p, b), segmentCount(count, g.p, b)};
   halving(lane, g, v, vblocks, in, kBufRecv, args.chunkElems);
   doubling(lane, g, v, vblocks, kBufRecv, args.chunkElems);
   if (r < 2 * g.pairs) gen::append(lane, gen::sendOp(r - 1, all));

@@ -24,7 +24,8 @@ Plan twoshotAllReduce(const CollArgs& args) {
   for (size_t c = 0; c < chunks; ++c) {
     for (int k = 1; k < n; ++k) gen::append(lane, gen::sendOp(mod(r + k, n), seg(kBufSend, mod(r + k, n), c)));
     for (int k = n - 1; k >= 1; --k)
-      gen::append(lane, gen::recvReduceOp(mod(r + k, n), seg(kBufRecv, r, c), seg(k == n - 1 ? kBufSend : kBufRecv, r, c)));
+      gen::append(lane,
+                  gen::recvReduceOp(mod(r + k, n), seg(kBufRecv, r, c), seg(k == n - 1 ? kBufSend : kBufRecv, r, c)));
   }
   // All-gather of the finished segments.
   for (size_t c = 0; c < chunks; ++c) {

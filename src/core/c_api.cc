@@ -38,7 +38,6 @@ thread_local uint64_t tLastErrorSeq = 0;
 // last error and the communicator's (which an asynchronous failure on its worker thread may have set).
 std::atomic<uint64_t> gErrorSeq{0};
 
-
 // Live communicators: calls on anything else (destroyed or garbage) get strataInvalidUsage, not a crash.
 std::mutex gRegistryMutex;
 std::unordered_set<strataComm*>& registry() {
@@ -128,14 +127,15 @@ std::vector<std::shared_ptr<Task>> launchGroup(std::vector<std::pair<std::shared
   std::vector<std::shared_ptr<Task>> tasks;
   // Device batches are enqueued on their stream and never block the host, so they need no task.
   for (auto it = batches.begin(); it != batches.end();) {
-    const bool anyDevice = std::any_of(it->second.begin(), it->second.end(), [](const CollCall& c) { return c.device; });
+    const bool anyDevice =
+        std::any_of(it->second.begin(), it->second.end(), [](const CollCall& c) { return c.device; });
     if (!anyDevice) {
       ++it;
       continue;
     }
     if (!std::all_of(it->second.begin(), it->second.end(), [](const CollCall& c) { return c.device; }))
-      throw InvalidUsage(strprintf("rank %d: a group mixes host buffers and device buffers on one communicator",
-                                   it->first->rank()));
+      throw InvalidUsage(
+          strprintf("rank %d: a group mixes host buffers and device buffers on one communicator", it->first->rank()));
     it->first->runDevice(it->second);
     it = batches.erase(it);
   }
@@ -290,8 +290,7 @@ strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm
 }
 
 static strataResult_t release(strataComm_t comm, bool abort) {
-  if (!unregister(comm))
-    return record(nullptr, strataInvalidUsage, "invalid communicator (NULL or already destroyed)");
+  if (!unregister(comm)) return record(nullptr, strataInvalidUsage, "invalid communicator (NULL or already destroyed)");
   strataResult_t r = guarded(nullptr, [&] {
     if (abort) comm->impl->abort();
     else comm->impl->destroy();
@@ -325,8 +324,7 @@ strataResult_t strataCommUserRank(const strataComm_t comm, int* rank) {
 }
 
 strataResult_t strataCommExplain(strataComm_t comm, strataCollective_t collective, size_t count,
-                                 strataDataType_t datatype, char* algorithm, size_t algorithmLen,
-                                 double* predictedUs) {
+                                 strataDataType_t datatype, char* algorithm, size_t algorithmLen, double* predictedUs) {
   if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataCommExplain: invalid communicator");
   static const CollKind kinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather,
                                    CollKind::kBroadcast, CollKind::kReduce,        CollKind::kAllToAll};
@@ -460,8 +458,7 @@ strataResult_t strataGroupEnd(void) { return groupEnd(nullptr); }
 strataResult_t strataGroupEndAsync(strataWork_t* work) {
   if (!work) return record(nullptr, strataInvalidArgument, "strataGroupEndAsync: work is NULL");
   *work = nullptr;
-  if (tGroup.depth != 1)
-    return record(nullptr, strataInvalidUsage, "strataGroupEndAsync must end the outermost group");
+  if (tGroup.depth != 1) return record(nullptr, strataInvalidUsage, "strataGroupEndAsync must end the outermost group");
   return groupEnd(work);
 }
 
@@ -480,8 +477,9 @@ strataResult_t strataWorkWait(strataWork_t work, int64_t timeoutMs) {
   for (auto& t : work->tasks) {
     int64_t left = -1;
     if (timeoutMs >= 0) {
-      left = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      deadline - std::chrono::steady_clock::now()).count());
+      left = std::max<int64_t>(
+          0,
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
     }
     if (!t->wait(left)) return strataInProgress;
   }

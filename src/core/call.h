@@ -52,15 +52,42 @@ inline bool isP2P(CollKind k) { return k == CollKind::kSend || k == CollKind::kR
 inline void callBufferElems(const CollCall& c, int nranks, int rank, size_t* sendElems, size_t* recvElems) {
   const size_t n = static_cast<size_t>(nranks);
   switch (c.kind) {
-    case CollKind::kAllReduce: *sendElems = c.count; *recvElems = c.count; break;
-    case CollKind::kReduceScatter: *sendElems = c.count * n; *recvElems = c.count; break;
-    case CollKind::kAllGather: *sendElems = c.count; *recvElems = c.count * n; break;
-    case CollKind::kBroadcast: *sendElems = rank == c.root ? c.count : 0; *recvElems = c.count; break;
-    case CollKind::kReduce: *sendElems = c.count; *recvElems = rank == c.root ? c.count : 0; break;
-    case CollKind::kAllToAll: *sendElems = c.count * n; *recvElems = c.count * n; break;
-    case CollKind::kSend: *sendElems = c.count; *recvElems = 0; break;
-    case CollKind::kRecv: *sendElems = 0; *recvElems = c.count; break;
-    case CollKind::kBarrier: *sendElems = 0; *recvElems = 0; break;
+    case CollKind::kAllReduce:
+      *sendElems = c.count;
+      *recvElems = c.count;
+      break;
+    case CollKind::kReduceScatter:
+      *sendElems = c.count * n;
+      *recvElems = c.count;
+      break;
+    case CollKind::kAllGather:
+      *sendElems = c.count;
+      *recvElems = c.count * n;
+      break;
+    case CollKind::kBroadcast:
+      *sendElems = rank == c.root ? c.count : 0;
+      *recvElems = c.count;
+      break;
+    case CollKind::kReduce:
+      *sendElems = c.count;
+      *recvElems = rank == c.root ? c.count : 0;
+      break;
+    case CollKind::kAllToAll:
+      *sendElems = c.count * n;
+      *recvElems = c.count * n;
+      break;
+    case CollKind::kSend:
+      *sendElems = c.count;
+      *recvElems = 0;
+      break;
+    case CollKind::kRecv:
+      *sendElems = 0;
+      *recvElems = c.count;
+      break;
+    case CollKind::kBarrier:
+      *sendElems = 0;
+      *recvElems = 0;
+      break;
   }
 }
 

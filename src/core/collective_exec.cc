@@ -82,8 +82,9 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
     args.inPlace = callInPlace(call, rank_, esize);
   }
 
-  const PlanKey key{static_cast<int>(call.kind), call.root, call.peer, args.inPlace ? 1 : 0, call.count,
-                    args.chunkElems, static_cast<int>(esize)};
+  const PlanKey key{static_cast<int>(call.kind), call.root,  call.peer,
+                    args.inPlace ? 1 : 0,        call.count, args.chunkElems,
+                    static_cast<int>(esize)};
   // Training loops repeat the same call: the last plan is checked before the map.
   CachedPlan* cached = lastPlan_ && lastPlanKey_ == key ? lastPlan_ : nullptr;
   if (!cached) {
@@ -159,8 +160,8 @@ void CollectiveExecutor::runPlan(const Plan& plan, const std::vector<int>& peers
   conns_.ensure(peers);
   if (plan.scratchElems) {
     if (buffers.size() <= static_cast<size_t>(kBufScratch))
-      throw InternalError(strprintf("rank %d: %s: the plan needs scratch but has no scratch buffer slot", rank_,
-                                    what.str().c_str()));
+      throw InternalError(
+          strprintf("rank %d: %s: the plan needs scratch but has no scratch buffer slot", rank_, what.str().c_str()));
     const size_t bytes = plan.scratchElems * dtypeSize(dtype);
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     buffers[kBufScratch] = scratch_.data();

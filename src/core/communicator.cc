@@ -83,11 +83,11 @@ std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr
 
   comm->selector_ = std::make_unique<Selector>(config.algo, tuningInputs(comm->topology_, comm->chunkBytes()), me);
   comm->conns_ = std::make_unique<ConnectionTable>(me, comm->config_, boot, std::move(sameHost));
-  comm->progress_ = std::make_unique<Progress>(config.timeoutMs, oversubscribed ? 0 : config.spinUs, *comm->conns_,
-                                               comm->failure_);
-  comm->exec_ = std::make_unique<CollectiveExecutor>(me, comm->nranks_, std::move(hostOf), config.pieceBytes,
-                                                     comm->chunkBytes(), *comm->selector_, comm->redOps_,
-                                                     *comm->conns_, *comm->progress_);
+  comm->progress_ =
+      std::make_unique<Progress>(config.timeoutMs, oversubscribed ? 0 : config.spinUs, *comm->conns_, comm->failure_);
+  comm->exec_ =
+      std::make_unique<CollectiveExecutor>(me, comm->nranks_, std::move(hostOf), config.pieceBytes, comm->chunkBytes(),
+                                           *comm->selector_, comm->redOps_, *comm->conns_, *comm->progress_);
   if (logEnabled(LogLevel::kInfo, kLogInit) && me == 0)
     STRATA_INFO(kLogInit, "topology:\n%s", comm->topology_.toText().c_str());
   std::weak_ptr<CommImpl> weak = comm;
@@ -192,8 +192,7 @@ void CommImpl::destroy() {
   }
   // Let committed messages leave before the links close, within the deadline; after an abort, not at all.
   if (conns_) {
-    const int64_t deadline =
-        failure_.aborted() ? 0 : nowNs() + std::min<int64_t>(config_.timeoutMs, 10000) * 1000000;
+    const int64_t deadline = failure_.aborted() ? 0 : nowNs() + std::min<int64_t>(config_.timeoutMs, 10000) * 1000000;
     conns_->closeAll(deadline);
   }
   if (bootstrap_) bootstrap_->setFailureHandler(nullptr);

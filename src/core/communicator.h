@@ -78,7 +78,9 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
 
   /// The algorithm the selector would use (or STRATA_ALGO forces) for this call, with the cost model's
   /// predicted time (0 where the model has none).
-  Prediction chooseAlgorithm(const CollCall& call) const { return selector_->choose(call.kind, callBytes(call, nranks_)); }
+  Prediction chooseAlgorithm(const CollCall& call) const {
+    return selector_->choose(call.kind, callBytes(call, nranks_));
+  }
 
  private:
   CommImpl(const Config& config, std::shared_ptr<Bootstrap> bootstrap);

@@ -20,7 +20,8 @@ class PeerExchange;
 struct Config;
 
 /// Creates the connection to one peer (collective between the pair; see transport.h).
-using TransportFactory = std::function<std::unique_ptr<Connection>(PeerExchange&, const Config&, int peer, uint32_t tag)>;
+using TransportFactory =
+    std::function<std::unique_ptr<Connection>(PeerExchange&, const Config&, int peer, uint32_t tag)>;
 
 /// The transports by name: "shm", "tcp", "ucx".
 const std::map<std::string, TransportFactory>& transportFactories();

@@ -1,6 +1,4 @@
 // The direct path of the device engine: all-reduce between the ranks of one host over CUDA IPC.
-#include "core/device_engine.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/device_engine.h"
 #include "core/device_engine_detail.h"
 #include "util/config.h"
 #include "util/error.h"
@@ -156,6 +155,5 @@ void DeviceEngine::enqueueDirect(const CollCall& c, Direct kind, void* stream) {
           "cudaMemcpyAsync (direct gather)");
   }
 }
-
 
 }  // namespace strata

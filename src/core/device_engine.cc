@@ -128,9 +128,10 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
   if (device_ < 0) {
     device_ = device;
   } else if (device >= 0 && device != device_) {
-    throw InvalidUsage(strprintf("rank %d: device call on device %d, but this communicator's device work is on "
-                                 "device %d; use one device per rank and communicator",
-                                 host_.rank(), device, device_));
+    throw InvalidUsage(
+        strprintf("rank %d: device call on device %d, but this communicator's device work is on "
+                  "device %d; use one device per rank and communicator",
+                  host_.rank(), device, device_));
   }
   DeviceGuard guard(api_, device);
   bool capturing = false;
@@ -200,6 +201,5 @@ bool DeviceEngine::soloCopy(const CollCall& c, void* stream) {
     check(api_.memcpyAsync(c.recvbuff, c.sendbuff, bytes, stream), "cudaMemcpyAsync (one rank)");
   return true;
 }
-
 
 }  // namespace strata

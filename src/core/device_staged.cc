@@ -1,6 +1,4 @@
 // The staged path of the device engine: device buffers through pinned host memory and the host executor.
-#include "core/device_engine.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/device_engine.h"
 #include "core/device_engine_detail.h"
 #include "util/config.h"
 #include "util/error.h"
@@ -16,7 +15,6 @@
 namespace strata {
 
 using namespace device_detail;
-
 
 DeviceEngine::Slot& DeviceEngine::freeSlot(size_t bytes) {
   auto isFree = [&](Slot& s) {

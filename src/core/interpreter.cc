@@ -19,7 +19,8 @@ struct MemoryQueue {
 
 class MemoryConnection : public Connection {
  public:
-  MemoryConnection(int self, int peer, MemoryQueue* out, MemoryQueue* in) : self_(self), peer_(peer), out_(out), in_(in) {}
+  MemoryConnection(int self, int peer, MemoryQueue* out, MemoryQueue* in)
+      : self_(self), peer_(peer), out_(out), in_(in) {}
   void* trySendReserve(size_t bytes) override {
     if (out_->messages.size() >= out_->slots) return nullptr;
     out_->staging.resize(bytes);
@@ -70,7 +71,8 @@ void interpretPlans(const std::vector<Plan>& plans, const std::vector<std::vecto
             throw InternalError(strprintf("rank %zu's plan names invalid peer %d", r, peer));
           auto& c = conns[r][static_cast<size_t>(peer)];
           if (!c)
-            c = std::make_unique<MemoryConnection>(static_cast<int>(r), peer, &queues[r * n + static_cast<size_t>(peer)],
+            c = std::make_unique<MemoryConnection>(static_cast<int>(r), peer,
+                                                   &queues[r * n + static_cast<size_t>(peer)],
                                                    &queues[static_cast<size_t>(peer) * n + r]);
           return c.get();
         }));

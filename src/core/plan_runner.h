@@ -34,8 +34,8 @@ class PlanRunner : public Waitable {
   /// `buffers[i]` is the base of plan buffer i (nullptr allowed where the plan never touches it); the list,
   /// like the plan, must outlive the runner;
   /// `connFor(peer)` returns the connection to that peer (called lazily, at most once per peer).
-  PlanRunner(const Plan& plan, std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op,
-             size_t pieceBytes, std::function<Connection*(int)> connFor);
+  PlanRunner(const Plan& plan, std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op, size_t pieceBytes,
+             std::function<Connection*(int)> connFor);
   PlanRunner(const PlanRunner&) = delete;  // lanes_/conns_ may point into the runner itself
   PlanRunner& operator=(const PlanRunner&) = delete;
 
@@ -50,8 +50,8 @@ class PlanRunner : public Waitable {
 
  private:
   struct LaneState {
-    size_t op = 0;        // index of the current op
-    size_t piece = 0;     // elements of the current op already done
+    size_t op = 0;     // index of the current op
+    size_t piece = 0;  // elements of the current op already done
   };
   bool advanceLane(size_t lane);
   /// Runs one piece of `op` starting at element `at`; returns false if it must wait.

@@ -19,8 +19,8 @@ void validateCall(const CollCall& c, int rank, int nranks, const RedOpTable& ops
   const size_t esize = dtypeSize(c.dtype);
   size_t totalBytes;  // count x esize x nranks must fit (checked without a division: this runs on every call)
   if (__builtin_mul_overflow(c.count, esize * static_cast<size_t>(nranks), &totalBytes))
-    throw InvalidArgument(strprintf("rank %d: %s: count %zu of %s overflows the address space for %d ranks", rank,
-                                    name, c.count, dtypeName(c.dtype), nranks));
+    throw InvalidArgument(strprintf("rank %d: %s: count %zu of %s overflows the address space for %d ranks", rank, name,
+                                    c.count, dtypeName(c.dtype), nranks));
   size_t sendElems = 0, recvElems = 0;
   callBufferElems(c, nranks, rank, &sendElems, &recvElems);
   if (sendElems && !c.sendbuff)

@@ -126,8 +126,8 @@ class WorkQueue {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Item> items_;
-  bool busy_ = false;   // an executor (inline caller or worker) is running calls
-  int waiters_ = 0;     // threads inside waitIdle(); under mutex_
+  bool busy_ = false;  // an executor (inline caller or worker) is running calls
+  int waiters_ = 0;    // threads inside waitIdle(); under mutex_
   bool closed_ = false;
   bool stopWorker_ = false;
   std::thread worker_;

@@ -67,28 +67,20 @@ KernelIsa bestKernelIsa() {
 
 bool kernelIsaSupported(KernelIsa isa) {
   switch (isa) {
-    case KernelIsa::kPortable:
-      return true;
-    case KernelIsa::kAvx2:
-      return bestKernelIsa() >= KernelIsa::kAvx2;
-    case KernelIsa::kAvx512:
-      return bestKernelIsa() >= KernelIsa::kAvx512;
-    case KernelIsa::kAvx512Vbmi:
-      return bestKernelIsa() >= KernelIsa::kAvx512Vbmi;
+    case KernelIsa::kPortable: return true;
+    case KernelIsa::kAvx2: return bestKernelIsa() >= KernelIsa::kAvx2;
+    case KernelIsa::kAvx512: return bestKernelIsa() >= KernelIsa::kAvx512;
+    case KernelIsa::kAvx512Vbmi: return bestKernelIsa() >= KernelIsa::kAvx512Vbmi;
   }
   return false;
 }
 
 const char* kernelIsaName(KernelIsa isa) {
   switch (isa) {
-    case KernelIsa::kPortable:
-      return "portable";
-    case KernelIsa::kAvx2:
-      return "avx2";
-    case KernelIsa::kAvx512:
-      return "avx512";
-    case KernelIsa::kAvx512Vbmi:
-      return "avx512vbmi";
+    case KernelIsa::kPortable: return "portable";
+    case KernelIsa::kAvx2: return "avx2";
+    case KernelIsa::kAvx512: return "avx512";
+    case KernelIsa::kAvx512Vbmi: return "avx512vbmi";
   }
   return "invalid";
 }
@@ -107,15 +99,11 @@ void reduce2WithIsa(void* dst, const void* a, const void* b, size_t count, strat
   if (count == 0) return;
   switch (isa) {
 #if defined(STRATA_KERNEL_X86_TIERS)
-    case KernelIsa::kAvx512Vbmi:
-      return kernel_tiers::reduceAvx512Vbmi(dst, a, b, count, dt, op);
-    case KernelIsa::kAvx512:
-      return kernel_tiers::reduceAvx512(dst, a, b, count, dt, op);
-    case KernelIsa::kAvx2:
-      return kernel_tiers::reduceAvx2(dst, a, b, count, dt, op);
+    case KernelIsa::kAvx512Vbmi: return kernel_tiers::reduceAvx512Vbmi(dst, a, b, count, dt, op);
+    case KernelIsa::kAvx512: return kernel_tiers::reduceAvx512(dst, a, b, count, dt, op);
+    case KernelIsa::kAvx2: return kernel_tiers::reduceAvx2(dst, a, b, count, dt, op);
 #endif
-    default:
-      return kernel_tiers::reducePortable(dst, a, b, count, dt, op);
+    default: return kernel_tiers::reducePortable(dst, a, b, count, dt, op);
   }
 }
 
@@ -129,15 +117,11 @@ void scaleByWithIsa(void* dst, const void* src, size_t count, strataDataType_t d
   if (count == 0) return;
   switch (isa) {
 #if defined(STRATA_KERNEL_X86_TIERS)
-    case KernelIsa::kAvx512Vbmi:
-      return kernel_tiers::scaleAvx512Vbmi(dst, src, count, dt, scalar);
-    case KernelIsa::kAvx512:
-      return kernel_tiers::scaleAvx512(dst, src, count, dt, scalar);
-    case KernelIsa::kAvx2:
-      return kernel_tiers::scaleAvx2(dst, src, count, dt, scalar);
+    case KernelIsa::kAvx512Vbmi: return kernel_tiers::scaleAvx512Vbmi(dst, src, count, dt, scalar);
+    case KernelIsa::kAvx512: return kernel_tiers::scaleAvx512(dst, src, count, dt, scalar);
+    case KernelIsa::kAvx2: return kernel_tiers::scaleAvx2(dst, src, count, dt, scalar);
 #endif
-    default:
-      return kernel_tiers::scalePortable(dst, src, count, dt, scalar);
+    default: return kernel_tiers::scalePortable(dst, src, count, dt, scalar);
   }
 }
 
@@ -148,20 +132,13 @@ void divideBy(void* dst, const void* src, size_t count, strataDataType_t dt, uin
   }
   if (divisor == 0) throw InvalidArgument(strprintf("divideBy: divisor is 0 (datatype %s)", dtypeName(dt)));
   switch (dt) {
-    case strataInt8:
-      return divideInts<int8_t>(dst, src, count, divisor);
-    case strataUint8:
-      return divideInts<uint8_t>(dst, src, count, divisor);
-    case strataInt32:
-      return divideInts<int32_t>(dst, src, count, divisor);
-    case strataUint32:
-      return divideInts<uint32_t>(dst, src, count, divisor);
-    case strataInt64:
-      return divideInts<int64_t>(dst, src, count, divisor);
-    case strataUint64:
-      return divideInts<uint64_t>(dst, src, count, divisor);
-    default:
-      return;
+    case strataInt8: return divideInts<int8_t>(dst, src, count, divisor);
+    case strataUint8: return divideInts<uint8_t>(dst, src, count, divisor);
+    case strataInt32: return divideInts<int32_t>(dst, src, count, divisor);
+    case strataUint32: return divideInts<uint32_t>(dst, src, count, divisor);
+    case strataInt64: return divideInts<int64_t>(dst, src, count, divisor);
+    case strataUint64: return divideInts<uint64_t>(dst, src, count, divisor);
+    default: return;
   }
 }
 

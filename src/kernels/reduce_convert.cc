@@ -14,8 +14,8 @@
 
 #include "kernels/reduce.h"
 #include "util/dtype_codec.h"
-#include "util/float_format.h"
 #include "util/error.h"
+#include "util/float_format.h"
 
 namespace strata {
 namespace {
@@ -76,64 +76,38 @@ uint8_t floatToFp8e5m2(float f) { return static_cast<uint8_t>(E5m2Format::encode
 
 double loadAsDouble(const void* buf, size_t i, strataDataType_t dt) {
   switch (dt) {
-    case strataInt8:
-      return loadRaw<int8_t>(buf, i);
-    case strataUint8:
-      return loadRaw<uint8_t>(buf, i);
-    case strataInt32:
-      return loadRaw<int32_t>(buf, i);
-    case strataUint32:
-      return loadRaw<uint32_t>(buf, i);
-    case strataInt64:
-      return static_cast<double>(loadRaw<int64_t>(buf, i));
-    case strataUint64:
-      return static_cast<double>(loadRaw<uint64_t>(buf, i));
-    case strataFloat16:
-      return halfToFloat(loadRaw<uint16_t>(buf, i));
-    case strataFloat32:
-      return loadRaw<float>(buf, i);
-    case strataFloat64:
-      return loadRaw<double>(buf, i);
-    case strataBfloat16:
-      return bf16ToFloat(loadRaw<uint16_t>(buf, i));
-    case strataFloat8e4m3:
-      return fp8e4m3ToFloat(loadRaw<uint8_t>(buf, i));
-    case strataFloat8e5m2:
-      return fp8e5m2ToFloat(loadRaw<uint8_t>(buf, i));
-    default:
-      break;
+    case strataInt8: return loadRaw<int8_t>(buf, i);
+    case strataUint8: return loadRaw<uint8_t>(buf, i);
+    case strataInt32: return loadRaw<int32_t>(buf, i);
+    case strataUint32: return loadRaw<uint32_t>(buf, i);
+    case strataInt64: return static_cast<double>(loadRaw<int64_t>(buf, i));
+    case strataUint64: return static_cast<double>(loadRaw<uint64_t>(buf, i));
+    case strataFloat16: return halfToFloat(loadRaw<uint16_t>(buf, i));
+    case strataFloat32: return loadRaw<float>(buf, i);
+    case strataFloat64: return loadRaw<double>(buf, i);
+    case strataBfloat16: return bf16ToFloat(loadRaw<uint16_t>(buf, i));
+    case strataFloat8e4m3: return fp8e4m3ToFloat(loadRaw<uint8_t>(buf, i));
+    case strataFloat8e5m2: return fp8e5m2ToFloat(loadRaw<uint8_t>(buf, i));
+    default: break;
   }
   throw InvalidArgument(strprintf("loadAsDouble: invalid datatype %d", static_cast<int>(dt)));
 }
 
 void storeFromDouble(void* buf, size_t i, strataDataType_t dt, double v) {
   switch (dt) {
-    case strataInt8:
-      return storeRaw(buf, i, doubleToInt<int8_t>(v));
-    case strataUint8:
-      return storeRaw(buf, i, doubleToInt<uint8_t>(v));
-    case strataInt32:
-      return storeRaw(buf, i, doubleToInt<int32_t>(v));
-    case strataUint32:
-      return storeRaw(buf, i, doubleToInt<uint32_t>(v));
-    case strataInt64:
-      return storeRaw(buf, i, doubleToInt<int64_t>(v));
-    case strataUint64:
-      return storeRaw(buf, i, doubleToInt<uint64_t>(v));
-    case strataFloat16:
-      return storeRaw(buf, i, static_cast<uint16_t>(HalfFormat::encode(v)));
-    case strataFloat32:
-      return storeRaw(buf, i, static_cast<float>(v));
-    case strataFloat64:
-      return storeRaw(buf, i, v);
-    case strataBfloat16:
-      return storeRaw(buf, i, static_cast<uint16_t>(Bf16Format::encode(v)));
-    case strataFloat8e4m3:
-      return storeRaw(buf, i, static_cast<uint8_t>(E4m3Format::encode(v)));
-    case strataFloat8e5m2:
-      return storeRaw(buf, i, static_cast<uint8_t>(E5m2Format::encode(v)));
-    default:
-      break;
+    case strataInt8: return storeRaw(buf, i, doubleToInt<int8_t>(v));
+    case strataUint8: return storeRaw(buf, i, doubleToInt<uint8_t>(v));
+    case strataInt32: return storeRaw(buf, i, doubleToInt<int32_t>(v));
+    case strataUint32: return storeRaw(buf, i, doubleToInt<uint32_t>(v));
+    case strataInt64: return storeRaw(buf, i, doubleToInt<int64_t>(v));
+    case strataUint64: return storeRaw(buf, i, doubleToInt<uint64_t>(v));
+    case strataFloat16: return storeRaw(buf, i, static_cast<uint16_t>(HalfFormat::encode(v)));
+    case strataFloat32: return storeRaw(buf, i, static_cast<float>(v));
+    case strataFloat64: return storeRaw(buf, i, v);
+    case strataBfloat16: return storeRaw(buf, i, static_cast<uint16_t>(Bf16Format::encode(v)));
+    case strataFloat8e4m3: return storeRaw(buf, i, static_cast<uint8_t>(E4m3Format::encode(v)));
+    case strataFloat8e5m2: return storeRaw(buf, i, static_cast<uint8_t>(E5m2Format::encode(v)));
+    default: break;
   }
   throw InvalidArgument(strprintf("storeFromDouble: invalid datatype %d", static_cast<int>(dt)));
 }

@@ -48,9 +48,9 @@ struct OverlapScheduler::Impl {
   struct Bucket {
     std::vector<int> params;  // reverse registration order
     size_t offset = 0;
-    size_t elems = 0;       // padded in reduce-scatter mode
-    size_t dataElems = 0;   // without padding
-    int pending = 0;        // parameters not yet ready this step
+    size_t elems = 0;      // padded in reduce-scatter mode
+    size_t dataElems = 0;  // without padding
+    int pending = 0;       // parameters not yet ready this step
     bool launched = false;
     bool complete = false;
     Work work;
@@ -62,8 +62,8 @@ struct OverlapScheduler::Impl {
     Clock::time_point begin, end;
   };
 
-  Communicator own;     // the scheduler's private communicator (OverlapOptions::ownCommunicator)
-  Communicator& comm;   // `own`, or the caller's
+  Communicator own;    // the scheduler's private communicator (OverlapOptions::ownCommunicator)
+  Communicator& comm;  // `own`, or the caller's
   OverlapOptions opt;
   int rank = 0, nranks = 1;
   std::vector<Param> params;
@@ -94,8 +94,8 @@ struct OverlapScheduler::Impl {
     else ++traceDropped;
   }
   Clock::time_point epoch = Clock::now();
-  double wallEpochUs = std::chrono::duration<double, std::micro>(
-                           std::chrono::system_clock::now().time_since_epoch()).count();
+  double wallEpochUs =
+      std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count();
 
   Impl(Communicator& c, OverlapOptions o)
       : own(o.ownCommunicator ? c.split(0, c.rank()) : Communicator()), comm(o.ownCommunicator ? own : c), opt(o) {
@@ -148,8 +148,8 @@ struct OverlapScheduler::Impl {
   void checkIndex(int p, const char* what) const {
     if (p < 0 || static_cast<size_t>(p) >= params.size())
       throw Exception(strataInvalidArgument, std::string("overlap: ") + what + ": parameter index " +
-                                                 std::to_string(p) + " out of range (" +
-                                                 std::to_string(params.size()) + " registered)");
+                                                 std::to_string(p) + " out of range (" + std::to_string(params.size()) +
+                                                 " registered)");
   }
   void checkBucket(int b) {
     layout();
@@ -287,8 +287,7 @@ struct OverlapScheduler::Impl {
   void beginStep() {
     checkUsable();
     layout();
-    if (inStep)
-      throw Exception(strataInvalidUsage, "overlap: beginStep() called twice without finish()");
+    if (inStep) throw Exception(strataInvalidUsage, "overlap: beginStep() called twice without finish()");
     for (auto& p : params) p.ready = false;
     for (auto& b : buckets) {
       b.pending = static_cast<int>(b.params.size());
@@ -310,8 +309,7 @@ struct OverlapScheduler::Impl {
     checkIndex(p, "gradReady");
     if (!inStep) throw Exception(strataInvalidUsage, "overlap: gradReady() outside beginStep()/finish()");
     Param& pr = params[p];
-    if (pr.ready)
-      throw Exception(strataInvalidUsage, "overlap: gradReady(" + pr.name + ") called twice in one step");
+    if (pr.ready) throw Exception(strataInvalidUsage, "overlap: gradReady(" + pr.name + ") called twice in one step");
     pr.ready = true;
     ++readyCount;
     lastReady = Clock::now();
@@ -329,9 +327,9 @@ struct OverlapScheduler::Impl {
     for (size_t bi = 0; bi < buckets.size(); ++bi) {
       std::vector<int> missing = notReady(buckets[bi]);
       if (!missing.empty())
-        throw Exception(strataInvalidUsage, "overlap: finish() with " + bucketName(static_cast<int>(bi)) +
-                                                " incomplete on this rank; parameters never marked ready: " +
-                                                names(missing));
+        throw Exception(strataInvalidUsage,
+                        "overlap: finish() with " + bucketName(static_cast<int>(bi)) +
+                            " incomplete on this rank; parameters never marked ready: " + names(missing));
     }
     if (readyCount == 0) lastReady = finishBegin;
     launchReady();
@@ -397,10 +395,10 @@ struct OverlapScheduler::Impl {
   void allGatherParams(float* p) {
     checkUsable();
     layout();
-    if (!rsMode())
-      throw Exception(strataInvalidUsage, "overlap: allGatherParams() is for reduce-scatter mode");
+    if (!rsMode()) throw Exception(strataInvalidUsage, "overlap: allGatherParams() is for reduce-scatter mode");
     if (!p) throw Exception(strataInvalidArgument, "overlap: allGatherParams(nullptr)");
-    if (!paramWorks.empty()) throw Exception(strataInvalidUsage, "overlap: allGatherParams() twice without waitParams()");
+    if (!paramWorks.empty())
+      throw Exception(strataInvalidUsage, "overlap: allGatherParams() twice without waitParams()");
     for (size_t bi = 0; bi < buckets.size(); ++bi) {
       const size_t n = shardElems(static_cast<int>(bi));
       float* base = p + buckets[bi].offset;
@@ -417,7 +415,8 @@ struct OverlapScheduler::Impl {
         done = paramWorks[bi].wait(opt.timeoutMs);
       } catch (const Exception& e) {
         failed = true;
-        throw Exception(e.code(), "overlap: all-gather of " + bucketName(static_cast<int>(bi)) + " failed: " + e.what());
+        throw Exception(e.code(),
+                        "overlap: all-gather of " + bucketName(static_cast<int>(bi)) + " failed: " + e.what());
       }
       if (!done) {
         failed = true;
@@ -442,8 +441,8 @@ struct OverlapScheduler::Impl {
     out += buf;
     for (const auto& e : trace) {
       std::snprintf(buf, sizeof buf, ",\n{\"name\":%s,\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
-                    jsonString(e.name).c_str(), wallEpochUs + usSince(epoch, e.begin), usSince(e.begin, e.end),
-                    rank, e.tid);
+                    jsonString(e.name).c_str(), wallEpochUs + usSince(epoch, e.begin), usSince(e.begin, e.end), rank,
+                    e.tid);
       out += buf;
     }
     return out;
@@ -479,8 +478,7 @@ struct OverlapScheduler::Impl {
   }
 };
 
-OverlapScheduler::OverlapScheduler(Communicator& comm, OverlapOptions options)
-    : impl_(new Impl(comm, options)) {}
+OverlapScheduler::OverlapScheduler(Communicator& comm, OverlapOptions options) : impl_(new Impl(comm, options)) {}
 
 OverlapScheduler::~OverlapScheduler() {
   // Collectives still in flight (finish() timed out, or was never called) write into our buffers. With a
@@ -496,8 +494,9 @@ OverlapScheduler::~OverlapScheduler() {
 
 int OverlapScheduler::addParameter(const std::string& name, size_t numel) {
   if (impl_->laidOut)
-    throw Exception(strataInvalidUsage, "overlap: addParameter(" + name + ") after the layout was fixed "
-                                        "(first beginStep() or layout query)");
+    throw Exception(strataInvalidUsage, "overlap: addParameter(" + name +
+                                            ") after the layout was fixed "
+                                            "(first beginStep() or layout query)");
   impl_->params.push_back({name, numel, 0, -1, false});
   return static_cast<int>(impl_->params.size()) - 1;
 }

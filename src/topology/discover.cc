@@ -91,10 +91,8 @@ void fixDeviceNuma(HostTopology& h) {
   auto fix = [&](int& numa) {
     bool listed = false;
     for (const NumaDomain& d : h.numa) listed |= d.id == numa;
-    if (numa < 0 && h.numa.size() == 1)
-      numa = h.numa[0].id;
-    else if (!listed)
-      numa = -1;
+    if (numa < 0 && h.numa.size() == 1) numa = h.numa[0].id;
+    else if (!listed) numa = -1;
   };
   for (Nic& n : h.nics) fix(n.numa);
   for (Gpu& g : h.gpus) fix(g.numa);

@@ -212,10 +212,8 @@ std::vector<Gpu> discoverGpus() {
   const bool haveNvml = loadNvml(nv) && nv.init() == 0;
   std::vector<int> ccMajor;
   std::vector<Gpu> gpus;
-  if (haveCuda)
-    gpus = gpusFromCuda(cu, ccMajor);
-  else if (haveNvml)
-    gpus = gpusFromNvml(nv, ccMajor);
+  if (haveCuda) gpus = gpusFromCuda(cu, ccMajor);
+  else if (haveNvml) gpus = gpusFromNvml(nv, ccMajor);
   if (haveNvml) {
     addNvlinks(nv, gpus, ccMajor);
     nv.shutdown();

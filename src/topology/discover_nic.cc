@@ -45,42 +45,27 @@ void addRdmaLocation(Nic& nic) {
 // Per-lane signalling rate of ibv_port_attr::active_speed, Gbit/s.
 double laneGbps(uint8_t speed) {
   switch (speed) {
-    case 1:
-      return 2.5;  // SDR
-    case 2:
-      return 5;  // DDR
-    case 4:
-      return 10;  // QDR
-    case 8:
-      return 10;  // FDR10
-    case 16:
-      return 14;  // FDR
-    case 32:
-      return 25;  // EDR
-    case 64:
-      return 50;  // HDR
-    case 128:
-      return 100;  // NDR
-    default:
-      return 0;
+    case 1: return 2.5;    // SDR
+    case 2: return 5;      // DDR
+    case 4: return 10;     // QDR
+    case 8: return 10;     // FDR10
+    case 16: return 14;    // FDR
+    case 32: return 25;    // EDR
+    case 64: return 50;    // HDR
+    case 128: return 100;  // NDR
+    default: return 0;
   }
 }
 
 // Lanes of ibv_port_attr::active_width.
 int laneCount(uint8_t width) {
   switch (width) {
-    case 1:
-      return 1;
-    case 2:
-      return 4;
-    case 4:
-      return 8;
-    case 8:
-      return 12;
-    case 16:
-      return 2;
-    default:
-      return 0;
+    case 1: return 1;
+    case 2: return 4;
+    case 4: return 8;
+    case 8: return 12;
+    case 16: return 2;
+    default: return 0;
   }
 }
 

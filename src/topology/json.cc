@@ -38,10 +38,8 @@ class Parser {
   [[noreturn]] void failAt(size_t at, const std::string& what) const {
     int line = 1, column = 1;
     for (size_t i = 0; i < at && i < s_.size(); ++i) {
-      if (s_[i] == '\n')
-        ++line, column = 1;
-      else
-        ++column;
+      if (s_[i] == '\n') ++line, column = 1;
+      else ++column;
     }
     throw InvalidArgument(strprintf("%s: line %d, column %d: %s", origin_.c_str(), line, column, what.c_str()));
   }
@@ -157,14 +155,10 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char c = s_[pos_++];
       u <<= 4;
-      if (c >= '0' && c <= '9')
-        u |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        u |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        u |= static_cast<unsigned>(c - 'A' + 10);
-      else
-        failAt(pos_ - 1, "expected a hex digit in a \\u escape");
+      if (c >= '0' && c <= '9') u |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f') u |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') u |= static_cast<unsigned>(c - 'A' + 10);
+      else failAt(pos_ - 1, "expected a hex digit in a \\u escape");
     }
     return u;
   }
@@ -203,30 +197,14 @@ class Parser {
       if (pos_ >= s_.size()) failAt(start, "string not closed (truncated?)");
       const char e = s_[pos_++];
       switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '/':
-          out += '/';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
         case 'u': {
           uint32_t cp = hex4();
           if (cp >= 0xd800 && cp < 0xdc00) {  // high surrogate: a low one must follow
@@ -240,8 +218,7 @@ class Parser {
           appendUtf8(out, cp);
           break;
         }
-        default:
-          failAt(pos_ - 1, strprintf("unknown escape \\%c in a string", e));
+        default: failAt(pos_ - 1, strprintf("unknown escape \\%c in a string", e));
       }
     }
   }
@@ -300,21 +277,12 @@ void writeInline(std::string& out, const Value& v) {
 
 void writeValue(std::string& out, const Value& v, int indent) {
   switch (v.type) {
-    case Type::kNull:
-      out += "null";
-      return;
-    case Type::kBool:
-      out += v.boolean ? "true" : "false";
-      return;
-    case Type::kNumber:
-      writeNumber(out, v.number);
-      return;
-    case Type::kString:
-      writeString(out, v.string);
-      return;
+    case Type::kNull: out += "null"; return;
+    case Type::kBool: out += v.boolean ? "true" : "false"; return;
+    case Type::kNumber: writeNumber(out, v.number); return;
+    case Type::kString: writeString(out, v.string); return;
     case Type::kArray:
-    case Type::kObject:
-      break;
+    case Type::kObject: break;
   }
   const bool isArray = v.type == Type::kArray;
   const size_t n = isArray ? v.array.size() : v.object.size();
@@ -351,18 +319,12 @@ void writeValue(std::string& out, const Value& v, int indent) {
 
 const char* typeName(Type t) {
   switch (t) {
-    case Type::kNull:
-      return "null";
-    case Type::kBool:
-      return "a boolean";
-    case Type::kNumber:
-      return "a number";
-    case Type::kString:
-      return "a string";
-    case Type::kArray:
-      return "an array";
-    case Type::kObject:
-      return "an object";
+    case Type::kNull: return "null";
+    case Type::kBool: return "a boolean";
+    case Type::kNumber: return "a number";
+    case Type::kString: return "a string";
+    case Type::kArray: return "an array";
+    case Type::kObject: return "an object";
   }
   return "?";
 }

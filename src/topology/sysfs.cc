@@ -83,10 +83,8 @@ std::string normalizePciBusId(const std::string& id) {
   std::string out = id;
   const size_t colon = out.find(':');
   // Keep the low four digits of the domain: NVML pads it to eight.
-  if (colon > 4)
-    out.erase(0, colon - 4);
-  else if (colon < 4)
-    out.insert(0, 4 - colon, '0');
+  if (colon > 4) out.erase(0, colon - 4);
+  else if (colon < 4) out.insert(0, 4 - colon, '0');
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }

@@ -23,16 +23,11 @@ const Gpu* gpuOf(const Topology& t, const RankPlace& p) {
 
 const char* linkClassName(LinkClass c) {
   switch (c) {
-    case LinkClass::kSelf:
-      return "self";
-    case LinkClass::kShm:
-      return "shm";
-    case LinkClass::kNvlink:
-      return "nvlink";
-    case LinkClass::kPcie:
-      return "pcie";
-    case LinkClass::kNet:
-      return "net";
+    case LinkClass::kSelf: return "self";
+    case LinkClass::kShm: return "shm";
+    case LinkClass::kNvlink: return "nvlink";
+    case LinkClass::kPcie: return "pcie";
+    case LinkClass::kNet: return "net";
   }
   return "?";
 }
@@ -67,12 +62,9 @@ LinkFigures Topology::link(int a, int b) const {
   const RankPlace& pb = ranks[static_cast<size_t>(b)];
   const HostTopology& ha = hosts[static_cast<size_t>(pa.host)];
   switch (c) {
-    case LinkClass::kSelf:
-      return {};
-    case LinkClass::kShm:
-      return ha.shm;
-    case LinkClass::kPcie:
-      return {kPcieLatencyUs, kPcieBandwidthGBps};
+    case LinkClass::kSelf: return {};
+    case LinkClass::kShm: return ha.shm;
+    case LinkClass::kPcie: return {kPcieLatencyUs, kPcieBandwidthGBps};
     case LinkClass::kNvlink: {
       // A file may give one GPU's NVLink bandwidth and not the other's: take the known one.
       const double x = gpuOf(*this, pa)->nvlinkGBps, y = gpuOf(*this, pb)->nvlinkGBps;

@@ -55,21 +55,21 @@ struct NumaDomain {
 };
 
 struct Nic {
-  std::string name;       // verbs device ("mlx5_0") or netdev ("eth0") when no RDMA device exists
+  std::string name;  // verbs device ("mlx5_0") or netdev ("eth0") when no RDMA device exists
   int port = 1;
-  std::string linkLayer;  // "InfiniBand", "Ethernet"
-  double gbps = 0;        // link speed, Gbit/s
-  int numa = -1;          // NUMA domain the NIC hangs off, -1 unknown
-  std::string pciBusId;   // "0000:17:00.0", empty when unknown
-  std::string netdev;     // Linux interface of the port, when it has one
-  bool rdma = false;      // true for a verbs device
+  std::string linkLayer;     // "InfiniBand", "Ethernet"
+  double gbps = 0;           // link speed, Gbit/s
+  int numa = -1;             // NUMA domain the NIC hangs off, -1 unknown
+  std::string pciBusId;      // "0000:17:00.0", empty when unknown
+  std::string netdev;        // Linux interface of the port, when it has one
+  bool rdma = false;         // true for a verbs device
   bool gbpsAssumed = false;  // the interface reported no speed; gbps is kUnknownNicGbps
   friend bool operator==(const Nic&, const Nic&) = default;
 };
 
 struct Gpu {
-  int index = 0;           // CUDA device index on its host
-  std::string name;        // "NVIDIA H200"
+  int index = 0;     // CUDA device index on its host
+  std::string name;  // "NVIDIA H200"
   std::string pciBusId;
   int numa = -1;
   std::vector<int> nvlinkPeers;  // indices of GPUs of the same host reachable over NVLink
@@ -78,14 +78,14 @@ struct Gpu {
 };
 
 struct HostTopology {
-  std::string hostId;    // hostIdentity(): ranks with equal ids share the host
+  std::string hostId;  // hostIdentity(): ranks with equal ids share the host
   std::string hostname;
-  int cores = 0;         // CPUs this host offers
+  int cores = 0;  // CPUs this host offers
   std::vector<NumaDomain> numa;
   std::vector<Nic> nics;
   std::vector<Gpu> gpus;
-  LinkFigures shm;       // rank to rank on this host through host memory
-  LinkFigures net;       // this host's share of the network (its fastest NIC, or TCP's figure)
+  LinkFigures shm;  // rank to rank on this host through host memory
+  LinkFigures net;  // this host's share of the network (its fastest NIC, or TCP's figure)
   friend bool operator==(const HostTopology&, const HostTopology&) = default;
 };
 
@@ -94,8 +94,8 @@ struct RankPlace {
   int host = 0;       // index into Topology::hosts
   int localRank = 0;  // order among the ranks of its host (by global rank)
   int numa = -1;
-  int gpu = -1;       // device index on its host, -1 none
-  int nic = -1;       // index into its host's nics of the nearest NIC, -1 none
+  int gpu = -1;  // device index on its host, -1 none
+  int nic = -1;  // index into its host's nics of the nearest NIC, -1 none
   friend bool operator==(const RankPlace&, const RankPlace&) = default;
 };
 

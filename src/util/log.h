@@ -36,11 +36,11 @@ void logWrite(LogLevel level, uint32_t subsys, const char* file, int line, const
 
 }  // namespace strata
 
-#define STRATA_LOG(lvl, sub, ...)                                                                        \
-  do {                                                                                                   \
-    const auto& strata_ls_ = ::strata::logSettings();                                                    \
-    if (static_cast<int>(strata_ls_.level) >= static_cast<int>(lvl) && (strata_ls_.subsys & (sub)))      \
-      ::strata::logWrite(lvl, sub, __FILE__, __LINE__, __VA_ARGS__);                                     \
+#define STRATA_LOG(lvl, sub, ...)                                                                   \
+  do {                                                                                              \
+    const auto& strata_ls_ = ::strata::logSettings();                                               \
+    if (static_cast<int>(strata_ls_.level) >= static_cast<int>(lvl) && (strata_ls_.subsys & (sub))) \
+      ::strata::logWrite(lvl, sub, __FILE__, __LINE__, __VA_ARGS__);                                \
   } while (0)
 #define STRATA_WARN(sub, ...) STRATA_LOG(::strata::LogLevel::kWarn, sub, __VA_ARGS__)
 #define STRATA_INFO(sub, ...) STRATA_LOG(::strata::LogLevel::kInfo, sub, __VA_ARGS__)

@@ -55,10 +55,8 @@ float widen(const void* p, size_t i, strataDataType_t t) {
 }
 
 void narrowTo(void* p, size_t i, strataDataType_t t, float v) {
-  if (t == strataFloat8e4m3)
-    static_cast<uint8_t*>(p)[i] = floatToFp8e4m3(v);
-  else if (t == strataFloat8e5m2)
-    static_cast<uint8_t*>(p)[i] = floatToFp8e5m2(v);
+  if (t == strataFloat8e4m3) static_cast<uint8_t*>(p)[i] = floatToFp8e4m3(v);
+  else if (t == strataFloat8e5m2) static_cast<uint8_t*>(p)[i] = floatToFp8e5m2(v);
   else {
     const uint16_t h = t == strataFloat16 ? floatToHalf(v) : floatToBf16(v);
     std::memcpy(static_cast<char*>(p) + 2 * i, &h, 2);
@@ -67,14 +65,10 @@ void narrowTo(void* p, size_t i, strataDataType_t t, float v) {
 
 float combineF(ReduceKind k, float x, float y) {
   switch (k) {
-    case ReduceKind::kSum:
-      return x + y;
-    case ReduceKind::kProd:
-      return x * y;
-    case ReduceKind::kMax:
-      return (x > y || x != x) ? x : y;
-    case ReduceKind::kMin:
-      return (x < y || x != x) ? x : y;
+    case ReduceKind::kSum: return x + y;
+    case ReduceKind::kProd: return x * y;
+    case ReduceKind::kMax: return (x > y || x != x) ? x : y;
+    case ReduceKind::kMin: return (x < y || x != x) ? x : y;
   }
   return x;
 }

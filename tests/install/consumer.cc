@@ -1,7 +1,6 @@
 // Compiled against the installed headers only: checks that strata.hpp and strata.h are self-contained.
-#include <strata/strata.hpp>
-
 #include <cstdio>
+#include <strata/strata.hpp>
 
 int main() {
   int v = 0;

@@ -6,17 +6,16 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <strata/strata.h>
+#include <string.h>
 
-#define CHECK(call)                                                                                  \
-  do {                                                                                               \
-    strataResult_t r_ = (call);                                                                      \
-    if (r_ != strataSuccess) {                                                                       \
-      fprintf(stderr, "rank %d: %s: %s: %s\n", rank, #call, strataGetErrorString(r_),               \
-              strataGetLastError(comm));                                                             \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                                  \
-    }                                                                                                \
+#define CHECK(call)                                                                                              \
+  do {                                                                                                           \
+    strataResult_t r_ = (call);                                                                                  \
+    if (r_ != strataSuccess) {                                                                                   \
+      fprintf(stderr, "rank %d: %s: %s: %s\n", rank, #call, strataGetErrorString(r_), strataGetLastError(comm)); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                                              \
+    }                                                                                                            \
   } while (0)
 
 static int rank, size;
@@ -31,9 +30,9 @@ typedef struct {
 } Type;
 
 static const Type kTypes[] = {
-    {strataInt8, MPI_INT8_T, 1, 0, 0, "int8"},       {strataUint8, MPI_UINT8_T, 1, 0, 1, "uint8"},
-    {strataInt32, MPI_INT32_T, 4, 0, 0, "int32"},    {strataUint32, MPI_UINT32_T, 4, 0, 1, "uint32"},
-    {strataInt64, MPI_INT64_T, 8, 0, 0, "int64"},    {strataUint64, MPI_UINT64_T, 8, 0, 1, "uint64"},
+    {strataInt8, MPI_INT8_T, 1, 0, 0, "int8"},      {strataUint8, MPI_UINT8_T, 1, 0, 1, "uint8"},
+    {strataInt32, MPI_INT32_T, 4, 0, 0, "int32"},   {strataUint32, MPI_UINT32_T, 4, 0, 1, "uint32"},
+    {strataInt64, MPI_INT64_T, 8, 0, 0, "int64"},   {strataUint64, MPI_UINT64_T, 8, 0, 1, "uint64"},
     {strataFloat32, MPI_FLOAT, 4, 1, 0, "float32"}, {strataFloat64, MPI_DOUBLE, 8, 1, 0, "float64"},
 };
 static const strataRedOp_t kOps[] = {strataSum, strataProd, strataMax, strataMin};
@@ -110,8 +109,10 @@ int main(int argc, char** argv) {
     switch (coll) {
       case 0:
         name = "allreduce";
-        if (inplace) { memcpy(sres, send, count * tb); CHECK(strataAllReduce(sres, sres, count, t->st, op, comm, NULL)); }
-        else CHECK(strataAllReduce(send, sres, count, t->st, op, comm, NULL));
+        if (inplace) {
+          memcpy(sres, send, count * tb);
+          CHECK(strataAllReduce(sres, sres, count, t->st, op, comm, NULL));
+        } else CHECK(strataAllReduce(send, sres, count, t->st, op, comm, NULL));
         MPI_Allreduce(msend, mres, (int)count, t->mt, mpiOp(op), MPI_COMM_WORLD);
         compare(name, t, sres, mres, count);
         break;
@@ -140,16 +141,20 @@ int main(int argc, char** argv) {
         break;
       case 3:
         name = "broadcast";
-        if (inplace) { memcpy(sres, send, count * tb); CHECK(strataBroadcast(sres, sres, count, t->st, root, comm, NULL)); }
-        else CHECK(strataBroadcast(send, sres, count, t->st, root, comm, NULL));
+        if (inplace) {
+          memcpy(sres, send, count * tb);
+          CHECK(strataBroadcast(sres, sres, count, t->st, root, comm, NULL));
+        } else CHECK(strataBroadcast(send, sres, count, t->st, root, comm, NULL));
         memcpy(mres, msend, count * tb);
         MPI_Bcast(mres, (int)count, t->mt, root, MPI_COMM_WORLD);
         compare(name, t, sres, mres, count);
         break;
       case 4:
         name = "reduce";
-        if (inplace) { memcpy(sres, send, count * tb); CHECK(strataReduce(sres, sres, count, t->st, op, root, comm, NULL)); }
-        else CHECK(strataReduce(send, sres, count, t->st, op, root, comm, NULL));
+        if (inplace) {
+          memcpy(sres, send, count * tb);
+          CHECK(strataReduce(sres, sres, count, t->st, op, root, comm, NULL));
+        } else CHECK(strataReduce(send, sres, count, t->st, op, root, comm, NULL));
         MPI_Reduce(msend, mres, (int)count, t->mt, mpiOp(op), root, MPI_COMM_WORLD);
         if (rank == root) compare(name, t, sres, mres, count);
         break;
@@ -175,11 +180,15 @@ int main(int argc, char** argv) {
       }
     }
     ++checks;
-    free(send); free(sres); free(mres); free(msend);
+    free(send);
+    free(sres);
+    free(mres);
+    free(msend);
   }
   long total = 0;
   MPI_Allreduce(&mismatches, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) printf("mpi_compat: %d ranks, %ld random collectives, %ld mismatches against Open MPI\n", size, checks, total);
+  if (rank == 0)
+    printf("mpi_compat: %d ranks, %ld random collectives, %ld mismatches against Open MPI\n", size, checks, total);
   CHECK(strataCommDestroy(comm));
   MPI_Finalize();
   return total == 0 ? 0 : 1;

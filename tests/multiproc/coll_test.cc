@@ -33,18 +33,18 @@ namespace {
 int gRank = 0, gSize = 1;
 long gFailures = 0, gChecks = 0;
 
-#define CHECK_OK(call)                                                                                    \
-  do {                                                                                                    \
-    strataResult_t r_ = (call);                                                                           \
-    if (r_ != strataSuccess) {                                                                            \
-      std::fprintf(stderr, "rank %d: %s failed: %s: %s\n", gRank, #call, strataGetErrorString(r_),       \
-                   strataGetLastError(nullptr));                                                          \
-      std::exit(1);                                                                                       \
-    }                                                                                                     \
+#define CHECK_OK(call)                                                                             \
+  do {                                                                                             \
+    strataResult_t r_ = (call);                                                                    \
+    if (r_ != strataSuccess) {                                                                     \
+      std::fprintf(stderr, "rank %d: %s failed: %s: %s\n", gRank, #call, strataGetErrorString(r_), \
+                   strataGetLastError(nullptr));                                                   \
+      std::exit(1);                                                                                \
+    }                                                                                              \
   } while (0)
 
-const strataDataType_t kTypes[] = {strataInt8,    strataUint8,   strataInt32,      strataUint32,
-                                   strataInt64,   strataUint64,  strataFloat16,    strataFloat32,
+const strataDataType_t kTypes[] = {strataInt8,    strataUint8,    strataInt32,      strataUint32,
+                                   strataInt64,   strataUint64,   strataFloat16,    strataFloat32,
                                    strataFloat64, strataBfloat16, strataFloat8e4m3, strataFloat8e5m2};
 bool isUnsigned(strataDataType_t t) { return t == strataUint8 || t == strataUint32 || t == strataUint64; }
 bool isFp8(strataDataType_t t) { return t == strataFloat8e4m3 || t == strataFloat8e5m2; }
@@ -57,8 +57,7 @@ double value(int op, strataDataType_t t, int r, size_t i) {
       if (isUnsigned(t)) return (static_cast<size_t>(r) == i % static_cast<size_t>(gSize)) ? 2 : 1;
       return ((k % 3) == 0 ? -1.0 : 1.0) * ((static_cast<size_t>(r) == i % static_cast<size_t>(gSize)) ? 2 : 1);
     case strataMax:
-    case strataMin:
-      return isUnsigned(t) ? double(k % 11) : double(k % 11 - 5);
+    case strataMin: return isUnsigned(t) ? double(k % 11) : double(k % 11 - 5);
     default:  // sum, avg, premulsum
       if (isUnsigned(t)) return double(k % 3);
       if (isFp8(t)) return double(k % 3 - 1);
@@ -99,13 +98,13 @@ bool gDevice = false;
 strataStream_t gStream = nullptr;
 
 #ifdef STRATA_TEST_CUDA
-#define CUDA_OK(call)                                                                                     \
-  do {                                                                                                    \
-    cudaError_t e_ = (call);                                                                              \
-    if (e_ != cudaSuccess) {                                                                              \
-      std::fprintf(stderr, "rank %d: %s failed: %s\n", gRank, #call, cudaGetErrorString(e_));             \
-      std::exit(1);                                                                                       \
-    }                                                                                                     \
+#define CUDA_OK(call)                                                                         \
+  do {                                                                                        \
+    cudaError_t e_ = (call);                                                                  \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "rank %d: %s failed: %s\n", gRank, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
 char* gArena = nullptr;  // one device allocation, bump-allocated per call
 size_t gArenaSize = 0, gArenaUsed = 0;
@@ -172,7 +171,8 @@ double tolerance(strataDataType_t t, int op) {
     case strataFloat32: return 1e-5;
     case strataFloat16: return 1e-2;
     case strataBfloat16: return 5e-2;
-    case strataFloat8e4m3: case strataFloat8e5m2: return 0.5;
+    case strataFloat8e4m3:
+    case strataFloat8e5m2: return 0.5;
     default: return 0;
   }
 }
@@ -211,7 +211,8 @@ void testAllReduce(strataComm_t comm, strataDataType_t t, int op, strataRedOp_t 
   Buffer& out = inPlace ? send : recv;
   CHECK_OK(strataAllReduce(P(send, send.at(0)), P(out, out.at(0)), count, t, rop, comm, gStream));
   done();
-  for (size_t i = 0; i < count; ++i) expect("allreduce", t, op, count, inPlace, i, out.get(i), expectedReduction(op, t, i, premul));
+  for (size_t i = 0; i < count; ++i)
+    expect("allreduce", t, op, count, inPlace, i, out.get(i), expectedReduction(op, t, i, premul));
   if (!inPlace && send.bytes != orig.bytes) expect("allreduce sendbuff changed", t, op, count, false, 0, 1, 0);
 }
 
@@ -223,7 +224,8 @@ void testReduceScatter(strataComm_t comm, strataDataType_t t, int op, strataRedO
   for (size_t i = 0; i < n * count; ++i) send.set(i, value(vop, t, gRank, i));
   Buffer orig = send;
   void* out = inPlace ? send.at(r * count) : recv.at(0);
-  CHECK_OK(strataReduceScatter(P(send, send.at(0)), inPlace ? P(send, out) : P(recv, out), count, t, rop, comm, gStream));
+  CHECK_OK(
+      strataReduceScatter(P(send, send.at(0)), inPlace ? P(send, out) : P(recv, out), count, t, rop, comm, gStream));
   done();
   for (size_t i = 0; i < count; ++i) {
     const double got = inPlace ? send.get(r * count + i) : recv.get(i);
@@ -254,7 +256,8 @@ void testBroadcast(strataComm_t comm, strataDataType_t t, size_t count, bool inP
   Buffer& out = inPlace ? send : recv;
   CHECK_OK(strataBroadcast(P(send, send.at(0)), P(out, out.at(0)), count, t, root, comm, gStream));
   done();
-  for (size_t i = 0; i < count; ++i) expect("broadcast", t, -1, count, inPlace, i, out.get(i), value(strataSum, t, root, i));
+  for (size_t i = 0; i < count; ++i)
+    expect("broadcast", t, -1, count, inPlace, i, out.get(i), value(strataSum, t, root, i));
 }
 
 void testReduce(strataComm_t comm, strataDataType_t t, int op, strataRedOp_t rop, double premul, size_t count,
@@ -266,7 +269,8 @@ void testReduce(strataComm_t comm, strataDataType_t t, int op, strataRedOp_t rop
   CHECK_OK(strataReduce(P(send, send.at(0)), P(out, out.at(0)), count, t, rop, root, comm, gStream));
   done();
   if (gRank == root)
-    for (size_t i = 0; i < count; ++i) expect("reduce", t, op, count, inPlace, i, out.get(i), expectedReduction(op, t, i, premul));
+    for (size_t i = 0; i < count; ++i)
+      expect("reduce", t, op, count, inPlace, i, out.get(i), expectedReduction(op, t, i, premul));
 }
 
 void testAllToAll(strataComm_t comm, strataDataType_t t, size_t count, bool inPlace) {

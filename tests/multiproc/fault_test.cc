@@ -41,7 +41,8 @@ int rootExitsEarly() {
     return 1;
   }
   // Connections are made on first use, through the root: the others make theirs now, while it is there.
-  if (rank != 0 && strataAllReduce(v.data(), v.data(), v.size(), strataInt32, strataSum, rest, nullptr) != strataSuccess) {
+  if (rank != 0 &&
+      strataAllReduce(v.data(), v.data(), v.size(), strataInt32, strataSum, rest, nullptr) != strataSuccess) {
     std::fprintf(stderr, "rank %d: warm-up all-reduce failed: %s\n", rank, strataGetLastError(rest));
     return 1;
   }
@@ -78,7 +79,8 @@ int rootExitsEarly() {
     r = strataCommSplit(rest, 0, rank, &again, nullptr);
     if (r != strataSuccess) {
       const std::string why = strataGetLastError(rest);
-      if (why.find("bootstrap root gone") == std::string::npos || why.find("destroyed its communicators") == std::string::npos) {
+      if (why.find("bootstrap root gone") == std::string::npos ||
+          why.find("destroyed its communicators") == std::string::npos) {
         std::fprintf(stderr, "FAIL rank %d: split after the root left failed with an unclear error: %s\n", rank,
                      why.c_str());
         return 4;

@@ -6,6 +6,8 @@
 //                                            the other ranks' finish() must throw naming the bucket, not hang
 // Exit status 0 when every check passed; failures are printed per rank. OVERLAP_TEST_KEEP_TRACE=FILE keeps
 // the all-rank trace of the avg test in FILE.
+#include "strata/overlap.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,8 +23,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "strata/overlap.hpp"
 
 namespace {
 
@@ -45,7 +45,8 @@ std::vector<size_t> paramSizes() {
 // Integer-valued gradient of rank r: sums over ranks are exact in float32.
 float gradValue(int r, int step, int p, size_t i) {
   const uint64_t h = (static_cast<uint64_t>(r) * 1000003u + static_cast<uint64_t>(p) * 7919u + i * 31u +
-                      static_cast<uint64_t>(step) * 104729u) % 101u;
+                      static_cast<uint64_t>(step) * 104729u) %
+                     101u;
   return static_cast<float>(static_cast<int>(h) - 50);
 }
 float expectedAvg(int step, int p, size_t i) {
@@ -93,10 +94,11 @@ void scrambledBackward(strata::OverlapScheduler& s, size_t nparams, int step, st
 void checkLaunchOrder(strata::Communicator& comm, strata::OverlapScheduler& s, const char* what) {
   const std::vector<int>& mine = s.launchOrder();
   const int nb = s.numBuckets();
-  if (static_cast<int>(mine.size()) != nb) fail(std::string(what) + ": launched " + std::to_string(mine.size()) +
-                                               " of " + std::to_string(nb) + " buckets");
+  if (static_cast<int>(mine.size()) != nb)
+    fail(std::string(what) + ": launched " + std::to_string(mine.size()) + " of " + std::to_string(nb) + " buckets");
   for (int b = 0; b < static_cast<int>(mine.size()); ++b)
-    if (mine[b] != b) fail(std::string(what) + ": launch " + std::to_string(b) + " was bucket " + std::to_string(mine[b]));
+    if (mine[b] != b)
+      fail(std::string(what) + ": launch " + std::to_string(b) + " was bucket " + std::to_string(mine[b]));
   std::vector<int32_t> local(nb, -1), all(static_cast<size_t>(nb) * gSize);
   for (int b = 0; b < nb && b < static_cast<int>(mine.size()); ++b) local[b] = mine[b];
   comm.allGather(local.data(), all.data(), nb, strataInt32);
@@ -114,7 +116,8 @@ void testAverage(strata::Communicator& comm) {
   for (int step = 0; step < 3; ++step) {
     s.beginStep();
     for (size_t p = 0; p < sizes.size(); ++p)
-      for (size_t i = 0; i < sizes[p]; ++i) s.grad(static_cast<int>(p))[i] = gradValue(gRank, step, static_cast<int>(p), i);
+      for (size_t i = 0; i < sizes[p]; ++i)
+        s.grad(static_cast<int>(p))[i] = gradValue(gRank, step, static_cast<int>(p), i);
     scrambledBackward(s, sizes.size(), step, &comm);
     s.finish();
     long wrong = 0;
@@ -159,8 +162,7 @@ void testAverage(strata::Communicator& comm) {
         fail("all-rank trace lacks rank " + std::to_string(r));
     if (const char* keep = std::getenv("OVERLAP_TEST_KEEP_TRACE"); keep && *keep)
       std::rename(path, keep);  // for a look in Perfetto / chrome://tracing
-    else
-      std::remove(path);
+    else std::remove(path);
   }
 }
 
@@ -174,7 +176,8 @@ void testReduceScatter(strata::Communicator& comm) {
   for (int step = 0; step < 2; ++step) {
     s.beginStep();
     for (size_t p = 0; p < sizes.size(); ++p)
-      for (size_t i = 0; i < sizes[p]; ++i) s.grad(static_cast<int>(p))[i] = gradValue(gRank, step, static_cast<int>(p), i);
+      for (size_t i = 0; i < sizes[p]; ++i)
+        s.grad(static_cast<int>(p))[i] = gradValue(gRank, step, static_cast<int>(p), i);
     scrambledBackward(s, sizes.size(), step);
     s.finish();
     checkLaunchOrder(comm, s, "rs");

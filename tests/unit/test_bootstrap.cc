@@ -264,10 +264,8 @@ TEST_P(BootstrapRanks, AllGatherBarrierSendRecvSplit) {
   for (int r = 0; r < n; ++r) {
     for (int p = 0; p < n; ++p) {
       if (r == p || (n > 2 && (r == n - 1 || p == n - 1))) continue;
-      if (r % 2 == p % 2)
-        EXPECT_EQ(splitIds[static_cast<size_t>(r)], splitIds[static_cast<size_t>(p)]);
-      else
-        EXPECT_NE(splitIds[static_cast<size_t>(r)], splitIds[static_cast<size_t>(p)]);
+      if (r % 2 == p % 2) EXPECT_EQ(splitIds[static_cast<size_t>(r)], splitIds[static_cast<size_t>(p)]);
+      else EXPECT_NE(splitIds[static_cast<size_t>(r)], splitIds[static_cast<size_t>(p)]);
     }
   }
 }
@@ -701,20 +699,16 @@ class ScopedLaunchEnv {
                                  "SLURM_STEP_ID",
                                  "SLURM_STEPID"};
     for (const char* name : kAll) {
-      if (const char* v = std::getenv(name))
-        saved_[name] = v;
-      else
-        saved_[name] = std::nullopt;
+      if (const char* v = std::getenv(name)) saved_[name] = v;
+      else saved_[name] = std::nullopt;
       unsetenv(name);
     }
     for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
   }
   ~ScopedLaunchEnv() {
     for (const auto& [k, v] : saved_) {
-      if (v)
-        setenv(k.c_str(), v->c_str(), 1);
-      else
-        unsetenv(k.c_str());
+      if (v) setenv(k.c_str(), v->c_str(), 1);
+      else unsetenv(k.c_str());
     }
   }
 

@@ -112,8 +112,7 @@ TEST(CApi, ConcurrentDestroysOfOneCommunicatorSucceedOnce) {
     strataComm_t comm = oneRankComm();
     std::vector<strataResult_t> results(4, strataInternalError);
     std::vector<std::thread> threads;
-    for (size_t t = 0; t < results.size(); ++t)
-      threads.emplace_back([&, t] { results[t] = strataCommDestroy(comm); });
+    for (size_t t = 0; t < results.size(); ++t) threads.emplace_back([&, t] { results[t] = strataCommDestroy(comm); });
     for (auto& t : threads) t.join();
     int ok = 0;
     for (strataResult_t r : results) {

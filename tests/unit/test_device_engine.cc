@@ -24,7 +24,7 @@ namespace {
 
 void* const kCapturingStream = reinterpret_cast<void*>(0xC0);
 void* const kOtherDeviceStream = reinterpret_cast<void*>(0xD0);  // on device 2 when multiDevice is set
-thread_local int tCurrentDevice = 0;                               // the fake's per-thread current device
+thread_local int tCurrentDevice = 0;                             // the fake's per-thread current device
 
 class FakeCudaApi final : public CudaApi {
  public:

@@ -22,8 +22,7 @@ constexpr strataDataType_t kAllDtypes[] = {strataInt8,    strataUint8,    strata
                                            strataInt64,   strataUint64,   strataFloat16,    strataFloat32,
                                            strataFloat64, strataBfloat16, strataFloat8e4m3, strataFloat8e5m2};
 constexpr ReduceKind kAllOps[] = {ReduceKind::kSum, ReduceKind::kProd, ReduceKind::kMax, ReduceKind::kMin};
-constexpr KernelIsa kAllIsas[] = {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512,
-                                  KernelIsa::kAvx512Vbmi};
+constexpr KernelIsa kAllIsas[] = {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512, KernelIsa::kAvx512Vbmi};
 constexpr size_t kCounts[] = {0, 1, 3, 17, 64, 1000, 4099};
 // Bytes after each buffer that no kernel may touch.
 constexpr size_t kGuard = 64;
@@ -31,14 +30,10 @@ constexpr uint8_t kGuardByte = 0xa5;
 
 const char* opName(ReduceKind op) {
   switch (op) {
-    case ReduceKind::kSum:
-      return "sum";
-    case ReduceKind::kProd:
-      return "prod";
-    case ReduceKind::kMax:
-      return "max";
-    case ReduceKind::kMin:
-      return "min";
+    case ReduceKind::kSum: return "sum";
+    case ReduceKind::kProd: return "prod";
+    case ReduceKind::kMax: return "max";
+    case ReduceKind::kMin: return "min";
   }
   return "?";
 }
@@ -67,14 +62,10 @@ template <class T>
 T refIntOp(T x, T y, ReduceKind op) {
   using U = std::make_unsigned_t<T>;
   switch (op) {
-    case ReduceKind::kSum:
-      return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
-    case ReduceKind::kProd:
-      return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
-    case ReduceKind::kMax:
-      return std::max(x, y);
-    case ReduceKind::kMin:
-      return std::min(x, y);
+    case ReduceKind::kSum: return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
+    case ReduceKind::kProd: return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
+    case ReduceKind::kMax: return std::max(x, y);
+    case ReduceKind::kMin: return std::min(x, y);
   }
   return 0;
 }
@@ -83,10 +74,8 @@ T refIntOp(T x, T y, ReduceKind op) {
 template <class F>
 F refFloatOp(F x, F y, ReduceKind op) {
   switch (op) {
-    case ReduceKind::kSum:
-      return x + y;
-    case ReduceKind::kProd:
-      return x * y;
+    case ReduceKind::kSum: return x + y;
+    case ReduceKind::kProd: return x * y;
     case ReduceKind::kMax:
       if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<F>::quiet_NaN();
       return x > y ? x : y;
@@ -109,34 +98,23 @@ void refNarrowReduce(void* d, const void* a, const void* b, size_t n, ReduceKind
 
 void referenceReduce(void* d, const void* a, const void* b, size_t n, strataDataType_t dt, ReduceKind op) {
   switch (dt) {
-    case strataInt8:
-      return refIntReduce<int8_t>(d, a, b, n, op);
-    case strataUint8:
-      return refIntReduce<uint8_t>(d, a, b, n, op);
-    case strataInt32:
-      return refIntReduce<int32_t>(d, a, b, n, op);
-    case strataUint32:
-      return refIntReduce<uint32_t>(d, a, b, n, op);
-    case strataInt64:
-      return refIntReduce<int64_t>(d, a, b, n, op);
-    case strataUint64:
-      return refIntReduce<uint64_t>(d, a, b, n, op);
+    case strataInt8: return refIntReduce<int8_t>(d, a, b, n, op);
+    case strataUint8: return refIntReduce<uint8_t>(d, a, b, n, op);
+    case strataInt32: return refIntReduce<int32_t>(d, a, b, n, op);
+    case strataUint32: return refIntReduce<uint32_t>(d, a, b, n, op);
+    case strataInt64: return refIntReduce<int64_t>(d, a, b, n, op);
+    case strataUint64: return refIntReduce<uint64_t>(d, a, b, n, op);
     case strataFloat32:
       for (size_t i = 0; i < n; ++i) store<float>(d, i, refFloatOp(load<float>(a, i), load<float>(b, i), op));
       return;
     case strataFloat64:
       for (size_t i = 0; i < n; ++i) store<double>(d, i, refFloatOp(load<double>(a, i), load<double>(b, i), op));
       return;
-    case strataFloat16:
-      return refNarrowReduce<uint16_t>(d, a, b, n, op, halfToFloat, floatToHalf);
-    case strataBfloat16:
-      return refNarrowReduce<uint16_t>(d, a, b, n, op, bf16ToFloat, floatToBf16);
-    case strataFloat8e4m3:
-      return refNarrowReduce<uint8_t>(d, a, b, n, op, fp8e4m3ToFloat, floatToFp8e4m3);
-    case strataFloat8e5m2:
-      return refNarrowReduce<uint8_t>(d, a, b, n, op, fp8e5m2ToFloat, floatToFp8e5m2);
-    default:
-      FAIL() << "no reference for dtype " << dt;
+    case strataFloat16: return refNarrowReduce<uint16_t>(d, a, b, n, op, halfToFloat, floatToHalf);
+    case strataBfloat16: return refNarrowReduce<uint16_t>(d, a, b, n, op, bf16ToFloat, floatToBf16);
+    case strataFloat8e4m3: return refNarrowReduce<uint8_t>(d, a, b, n, op, fp8e4m3ToFloat, floatToFp8e4m3);
+    case strataFloat8e5m2: return refNarrowReduce<uint8_t>(d, a, b, n, op, fp8e5m2ToFloat, floatToFp8e5m2);
+    default: FAIL() << "no reference for dtype " << dt;
   }
 }
 
@@ -173,22 +151,14 @@ double randomFloatValue(std::mt19937_64& rng, bool wide) {
   std::uniform_int_distribution<int> pick(0, 63);
   int p = pick(rng);
   switch (p) {
-    case 0:
-      return std::numeric_limits<double>::quiet_NaN();
-    case 1:
-      return -std::numeric_limits<double>::infinity();
-    case 2:
-      return std::numeric_limits<double>::infinity();
-    case 3:
-      return 0.0;
-    case 4:
-      return -0.0;
-    case 5:
-      return wide ? std::numeric_limits<double>::denorm_min() : std::numeric_limits<float>::denorm_min();
-    case 6:
-      return wide ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
-    default:
-      break;
+    case 0: return std::numeric_limits<double>::quiet_NaN();
+    case 1: return -std::numeric_limits<double>::infinity();
+    case 2: return std::numeric_limits<double>::infinity();
+    case 3: return 0.0;
+    case 4: return -0.0;
+    case 5: return wide ? std::numeric_limits<double>::denorm_min() : std::numeric_limits<float>::denorm_min();
+    case 6: return wide ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
+    default: break;
   }
   std::uniform_real_distribution<double> mant(1.0, 2.0);
   std::uniform_int_distribution<int> exp(-12, 12);
@@ -199,12 +169,8 @@ double randomFloatValue(std::mt19937_64& rng, bool wide) {
 void fillRandom(void* buf, size_t n, strataDataType_t dt, std::mt19937_64& rng) {
   for (size_t i = 0; i < n; ++i) {
     switch (dt) {
-      case strataFloat32:
-        store<float>(buf, i, static_cast<float>(randomFloatValue(rng, false)));
-        break;
-      case strataFloat64:
-        store<double>(buf, i, randomFloatValue(rng, true));
-        break;
+      case strataFloat32: store<float>(buf, i, static_cast<float>(randomFloatValue(rng, false))); break;
+      case strataFloat64: store<double>(buf, i, randomFloatValue(rng, true)); break;
       case strataFloat16:
       case strataBfloat16:
       case strataFloat8e4m3:
@@ -256,16 +222,11 @@ constexpr Aliasing kAllAliasing[] = {Aliasing::kNone, Aliasing::kDstIsA, Aliasin
 
 const char* aliasingName(Aliasing m) {
   switch (m) {
-    case Aliasing::kNone:
-      return "none";
-    case Aliasing::kDstIsA:
-      return "dst==a";
-    case Aliasing::kDstIsB:
-      return "dst==b";
-    case Aliasing::kAllSame:
-      return "dst==a==b";
-    case Aliasing::kAIsB:
-      return "a==b";
+    case Aliasing::kNone: return "none";
+    case Aliasing::kDstIsA: return "dst==a";
+    case Aliasing::kDstIsB: return "dst==b";
+    case Aliasing::kAllSame: return "dst==a==b";
+    case Aliasing::kAIsB: return "a==b";
   }
   return "?";
 }
@@ -293,9 +254,7 @@ TEST_P(Reduce2Test, MatchesScalarReference) {
       const void* pb = b.data();
       GuardedBuffer* out = &d;
       switch (mode) {
-        case Aliasing::kNone:
-          referenceReduce(want.data(), a0.data(), b0.data(), count, dt, op);
-          break;
+        case Aliasing::kNone: referenceReduce(want.data(), a0.data(), b0.data(), count, dt, op); break;
         case Aliasing::kDstIsA:
           dst = a.data(), out = &a;
           referenceReduce(want.data(), a0.data(), b0.data(), count, dt, op);
@@ -814,12 +773,9 @@ std::vector<uint8_t> referenceOf(const std::vector<uint8_t>& a, const std::vecto
 // against NaN follows the hardware, so only its canonical form is checked here; tiers are compared below).
 bool isCanonicalNaN(const uint8_t* p, strataDataType_t dt) {
   switch (dt) {
-    case strataFloat8e4m3:
-      return (p[0] & 0x7f) == 0x7f;
-    case strataFloat8e5m2:
-      return (p[0] & 0x7f) == 0x7e;
-    default:
-      return std::isnan(loadAsDouble(p, 0, dt));
+    case strataFloat8e4m3: return (p[0] & 0x7f) == 0x7f;
+    case strataFloat8e5m2: return (p[0] & 0x7f) == 0x7e;
+    default: return std::isnan(loadAsDouble(p, 0, dt));
   }
 }
 
@@ -927,44 +883,19 @@ void referenceScale(void* d, const void* src, size_t n, strataDataType_t dt, dou
   const float fs = static_cast<float>(s);
   for (size_t i = 0; i < n; ++i) {
     switch (dt) {
-      case strataInt8:
-        store(d, i, refScaleInt<int8_t, float>(load<int8_t>(src, i), s));
-        break;
-      case strataUint8:
-        store(d, i, refScaleInt<uint8_t, float>(load<uint8_t>(src, i), s));
-        break;
-      case strataInt32:
-        store(d, i, refScaleInt<int32_t, float>(load<int32_t>(src, i), s));
-        break;
-      case strataUint32:
-        store(d, i, refScaleInt<uint32_t, float>(load<uint32_t>(src, i), s));
-        break;
-      case strataInt64:
-        store(d, i, refScaleInt<int64_t, double>(load<int64_t>(src, i), s));
-        break;
-      case strataUint64:
-        store(d, i, refScaleInt<uint64_t, double>(load<uint64_t>(src, i), s));
-        break;
-      case strataFloat32:
-        store(d, i, load<float>(src, i) * fs);
-        break;
-      case strataFloat64:
-        store(d, i, load<double>(src, i) * s);
-        break;
-      case strataFloat16:
-        store(d, i, floatToHalf(halfToFloat(load<uint16_t>(src, i)) * fs));
-        break;
-      case strataBfloat16:
-        store(d, i, floatToBf16(bf16ToFloat(load<uint16_t>(src, i)) * fs));
-        break;
-      case strataFloat8e4m3:
-        store(d, i, floatToFp8e4m3(fp8e4m3ToFloat(load<uint8_t>(src, i)) * fs));
-        break;
-      case strataFloat8e5m2:
-        store(d, i, floatToFp8e5m2(fp8e5m2ToFloat(load<uint8_t>(src, i)) * fs));
-        break;
-      default:
-        FAIL();
+      case strataInt8: store(d, i, refScaleInt<int8_t, float>(load<int8_t>(src, i), s)); break;
+      case strataUint8: store(d, i, refScaleInt<uint8_t, float>(load<uint8_t>(src, i), s)); break;
+      case strataInt32: store(d, i, refScaleInt<int32_t, float>(load<int32_t>(src, i), s)); break;
+      case strataUint32: store(d, i, refScaleInt<uint32_t, float>(load<uint32_t>(src, i), s)); break;
+      case strataInt64: store(d, i, refScaleInt<int64_t, double>(load<int64_t>(src, i), s)); break;
+      case strataUint64: store(d, i, refScaleInt<uint64_t, double>(load<uint64_t>(src, i), s)); break;
+      case strataFloat32: store(d, i, load<float>(src, i) * fs); break;
+      case strataFloat64: store(d, i, load<double>(src, i) * s); break;
+      case strataFloat16: store(d, i, floatToHalf(halfToFloat(load<uint16_t>(src, i)) * fs)); break;
+      case strataBfloat16: store(d, i, floatToBf16(bf16ToFloat(load<uint16_t>(src, i)) * fs)); break;
+      case strataFloat8e4m3: store(d, i, floatToFp8e4m3(fp8e4m3ToFloat(load<uint8_t>(src, i)) * fs)); break;
+      case strataFloat8e5m2: store(d, i, floatToFp8e5m2(fp8e5m2ToFloat(load<uint8_t>(src, i)) * fs)); break;
+      default: FAIL();
     }
   }
 }

@@ -1,7 +1,5 @@
 // The overlap scheduler (include/strata/overlap.hpp): bucket assignment and layout on a 1-rank
 // communicator, reduce-scatter padding and shards with ranks as threads, usage errors, stats and the trace.
-#include "strata/overlap.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "kernels/reduce.h"
+#include "strata/overlap.hpp"
 
 namespace {
 
@@ -66,8 +65,8 @@ TEST(Overlap, BucketsInReverseOrderFirstSmallThenCap) {
 TEST(Overlap, OversizedParameterGetsItsOwnBucket) {
   auto comm = oneRank();
   OverlapScheduler s(comm, opts(400, 1000));
-  s.addParameter("a", 10);     // 40 B
-  s.addParameter("big", 1000); // 4000 B > cap
+  s.addParameter("a", 10);      // 40 B
+  s.addParameter("big", 1000);  // 4000 B > cap
   s.addParameter("b", 10);
   s.addParameter("c", 10);
   // Reverse: c, b (80 B, fit in 400), big alone, a.

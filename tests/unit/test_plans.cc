@@ -69,9 +69,7 @@ double load(const char* buf, size_t i, strataDataType_t dt) {
       std::memcpy(&v, buf + 2 * i, 2);
       return dt == strataFloat16 ? halfToFloat(v) : bf16ToFloat(v);
     }
-    default:
-      ADD_FAILURE() << "dtype not used by this test: " << dt;
-      return 0;
+    default: ADD_FAILURE() << "dtype not used by this test: " << dt; return 0;
   }
 }
 
@@ -87,9 +85,7 @@ void store(char* buf, size_t i, strataDataType_t dt, double value) {
       std::memcpy(buf + 4 * i, &v, 4);
       break;
     }
-    case strataFloat64:
-      std::memcpy(buf + 8 * i, &value, 8);
-      break;
+    case strataFloat64: std::memcpy(buf + 8 * i, &value, 8); break;
     case strataFloat16:
     case strataBfloat16: {
       const float f = static_cast<float>(value);
@@ -97,21 +93,16 @@ void store(char* buf, size_t i, strataDataType_t dt, double value) {
       std::memcpy(buf + 2 * i, &v, 2);
       break;
     }
-    default:
-      ADD_FAILURE() << "dtype not used by this test: " << dt;
+    default: ADD_FAILURE() << "dtype not used by this test: " << dt;
   }
 }
 
 const char* opName(ReduceKind op) {
   switch (op) {
-    case ReduceKind::kSum:
-      return "sum";
-    case ReduceKind::kProd:
-      return "prod";
-    case ReduceKind::kMax:
-      return "max";
-    case ReduceKind::kMin:
-      return "min";
+    case ReduceKind::kSum: return "sum";
+    case ReduceKind::kProd: return "prod";
+    case ReduceKind::kMax: return "max";
+    case ReduceKind::kMin: return "min";
   }
   return "?";
 }
@@ -121,26 +112,20 @@ const char* opName(ReduceKind op) {
 double inputValue(ReduceKind op, int rank, size_t i) {
   const size_t r = static_cast<size_t>(rank);
   switch (op) {
-    case ReduceKind::kSum:
-      return static_cast<double>((r * 5 + i * 3 + 1) % 7) - 3;
+    case ReduceKind::kSum: return static_cast<double>((r * 5 + i * 3 + 1) % 7) - 3;
     case ReduceKind::kProd:
       if ((r + 2 * i) % 6 == 0) return 2;
       return (r * 3 + i) % 4 == 0 ? -1 : 1;
-    default:
-      return static_cast<double>((r * 13 + i * 7) % 41) - 20;
+    default: return static_cast<double>((r * 13 + i * 7) % 41) - 20;
   }
 }
 
 double apply(ReduceKind op, double a, double b) {
   switch (op) {
-    case ReduceKind::kSum:
-      return a + b;
-    case ReduceKind::kProd:
-      return a * b;
-    case ReduceKind::kMax:
-      return std::max(a, b);
-    case ReduceKind::kMin:
-      return std::min(a, b);
+    case ReduceKind::kSum: return a + b;
+    case ReduceKind::kProd: return a * b;
+    case ReduceKind::kMax: return std::max(a, b);
+    case ReduceKind::kMin: return std::min(a, b);
   }
   return 0;
 }
@@ -214,9 +199,9 @@ std::vector<std::vector<int>> hostLayouts(int n) {
 std::string describe(const CollCase& c) {
   std::string hosts;
   for (int h : c.hostOf) hosts += (hosts.empty() ? "" : ",") + std::to_string(h);
-  return strprintf("%s/%s n=%d count=%zu %s %s %s root=%d setting=%s hosts=[%s]", collName(c.kind),
-                   c.algorithm.c_str(), c.nranks, c.count, c.inPlace ? "in-place" : "out-of-place", dtypeName(c.dtype),
-                   opName(c.op), c.root, c.setting.name, hosts.c_str());
+  return strprintf("%s/%s n=%d count=%zu %s %s %s root=%d setting=%s hosts=[%s]", collName(c.kind), c.algorithm.c_str(),
+                   c.nranks, c.count, c.inPlace ? "in-place" : "out-of-place", dtypeName(c.dtype), opName(c.op), c.root,
+                   c.setting.name, hosts.c_str());
 }
 
 // Elements of the send and receive buffers, per NCCL's definition of each collective.
@@ -224,24 +209,18 @@ size_t sendElems(const CollCase& c) {
   const size_t n = static_cast<size_t>(c.nranks);
   switch (c.kind) {
     case CollKind::kReduceScatter:
-    case CollKind::kAllToAll:
-      return n * c.count;
-    case CollKind::kBarrier:
-      return 0;
-    default:
-      return c.count;
+    case CollKind::kAllToAll: return n * c.count;
+    case CollKind::kBarrier: return 0;
+    default: return c.count;
   }
 }
 size_t recvElems(const CollCase& c) {
   const size_t n = static_cast<size_t>(c.nranks);
   switch (c.kind) {
     case CollKind::kAllGather:
-    case CollKind::kAllToAll:
-      return n * c.count;
-    case CollKind::kBarrier:
-      return 0;
-    default:
-      return c.count;
+    case CollKind::kAllToAll: return n * c.count;
+    case CollKind::kBarrier: return 0;
+    default: return c.count;
   }
 }
 
@@ -257,18 +236,10 @@ size_t inPlaceRecvOffset(const CollCase& c, int rank) {
 bool expectedValue(const CollCase& c, int r, size_t i, double* out) {
   const size_t count = c.count;
   switch (c.kind) {
-    case CollKind::kAllReduce:
-      *out = reduced(c.op, c.nranks, i);
-      return true;
-    case CollKind::kReduceScatter:
-      *out = reduced(c.op, c.nranks, static_cast<size_t>(r) * count + i);
-      return true;
-    case CollKind::kAllGather:
-      *out = inputValue(c.op, static_cast<int>(i / count), i % count);
-      return true;
-    case CollKind::kBroadcast:
-      *out = inputValue(c.op, c.root, i);
-      return true;
+    case CollKind::kAllReduce: *out = reduced(c.op, c.nranks, i); return true;
+    case CollKind::kReduceScatter: *out = reduced(c.op, c.nranks, static_cast<size_t>(r) * count + i); return true;
+    case CollKind::kAllGather: *out = inputValue(c.op, static_cast<int>(i / count), i % count); return true;
+    case CollKind::kBroadcast: *out = inputValue(c.op, c.root, i); return true;
     case CollKind::kReduce:
       if (r != c.root) return false;
       *out = reduced(c.op, c.nranks, i);
@@ -276,8 +247,7 @@ bool expectedValue(const CollCase& c, int r, size_t i, double* out) {
     case CollKind::kAllToAll:
       *out = inputValue(c.op, static_cast<int>(i / count), static_cast<size_t>(r) * count + i % count);
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -290,10 +260,8 @@ void mergeIntervals(std::vector<Interval>& v) {
   std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
   std::vector<Interval> out;
   for (const Interval& x : v) {
-    if (!out.empty() && x.begin <= out.back().end)
-      out.back().end = std::max(out.back().end, x.end);
-    else
-      out.push_back(x);
+    if (!out.empty() && x.begin <= out.back().end) out.back().end = std::max(out.back().end, x.end);
+    else out.push_back(x);
   }
   v = std::move(out);
 }
@@ -301,12 +269,9 @@ void mergeIntervals(std::vector<Interval>& v) {
 bool intersects(const std::vector<Interval>& a, const std::vector<Interval>& b) {
   size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {
-    if (a[i].end <= b[j].begin)
-      ++i;
-    else if (b[j].end <= a[i].begin)
-      ++j;
-    else
-      return true;
+    if (a[i].end <= b[j].begin) ++i;
+    else if (b[j].end <= a[i].begin) ++j;
+    else return true;
   }
   return false;
 }
@@ -761,8 +726,7 @@ TEST(PlanDeterminism, AllReduceBitwiseEqualOnEveryRank) {
           for (int r = 0; r < n; ++r) ref += input[static_cast<size_t>(r)][i];
           ASSERT_NEAR(rank0[i], ref, 1e-4) << "element " << i;
         }
-        if (firstResult.empty())
-          firstResult = rank0;
+        if (firstResult.empty()) firstResult = rank0;
         else
           EXPECT_EQ(std::memcmp(firstResult.data(), rank0.data(), count * sizeof(float)), 0)
               << "in-place and out-of-place results differ";
@@ -827,9 +791,8 @@ TEST(PlanP2P, GroupLanesAndSelfCopies) {
   for (int r = 0; r < n; ++r) {
     SCOPED_TRACE(strprintf("rank %d", r));
     const int next = (r + 1) % n, prev = (r + n - 1) % n;
-    const P2PCall calls[] = {{true, next, 5}, {true, r, 4},   {false, prev, 5}, {true, next, 6},
-                             {false, r, 4},   {false, prev, 6}, {true, next, 0}, {true, r, 2},
-                             {false, r, 2}};
+    const P2PCall calls[] = {{true, next, 5},  {true, r, 4},    {false, prev, 5}, {true, next, 6}, {false, r, 4},
+                             {false, prev, 6}, {true, next, 0}, {true, r, 2},     {false, r, 2}};
     const Plan plan = p2pGroupPlan(r, n, calls, 8);
     ASSERT_NO_THROW(validatePlan(plan));
     ASSERT_EQ(plan.lanes.size(), 3u) << plan.toString();

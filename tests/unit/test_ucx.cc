@@ -11,8 +11,8 @@
 
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -312,8 +312,8 @@ TEST_P(UcxTest, StreamsBothWaysInOrder) {
           EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << "payloads are 64-byte aligned";
           for (size_t i = 0; i < size; ++i) {
             if (p[i] != pattern(peer, received, i)) {
-              throw std::runtime_error(strprintf("message %llu differs at byte %zu",
-                                                 static_cast<unsigned long long>(received), i));
+              throw std::runtime_error(
+                  strprintf("message %llu differs at byte %zu", static_cast<unsigned long long>(received), i));
             }
           }
           conn->recvRelease();
@@ -561,7 +561,7 @@ TEST_P(UcxTest, DeadPeerProcessIsRemoteError) {
       uint32_t v = 77;
       sendWait(*conn, &v, 4);
       flushWait(*conn);
-      barrier(ex, 0);  // the parent got it
+      barrier(ex, 0);        // the parent got it
       (void)conn.release();  // no destructor, no goodbye: the process just ends
       rc = 0;
     } catch (...) {
@@ -609,9 +609,8 @@ TEST_P(UcxTest, DeadPeerProcessIsRemoteError) {
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxTest,
                          testing::Values(UcxCase{nullptr, 4, 4096}, UcxCase{nullptr, 3, 65536 + 3},
-                                         UcxCase{"tcp", 4, 4096}, UcxCase{"tcp", 2, 65536 + 3},
-                                         UcxCase{"sm", 4, 4096}, UcxCase{"sm", 2, 65536 + 3},
-                                         UcxCase{"posix,self", 1, 64}),
+                                         UcxCase{"tcp", 4, 4096}, UcxCase{"tcp", 2, 65536 + 3}, UcxCase{"sm", 4, 4096},
+                                         UcxCase{"sm", 2, 65536 + 3}, UcxCase{"posix,self", 1, 64}),
                          caseName);
 
 // ---- setup -------------------------------------------------------------------------------------------------

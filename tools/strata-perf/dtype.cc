@@ -23,20 +23,13 @@ constexpr FloatFormat kDouble{52, 1023};
 
 const FloatFormat* formatOf(strataDataType_t t) {
   switch (t) {
-    case strataFloat16:
-      return &kHalf;
-    case strataBfloat16:
-      return &kBfloat16;
-    case strataFloat8e4m3:
-      return &kE4m3;
-    case strataFloat8e5m2:
-      return &kE5m2;
-    case strataFloat32:
-      return &kFloat;
-    case strataFloat64:
-      return &kDouble;
-    default:
-      return nullptr;
+    case strataFloat16: return &kHalf;
+    case strataBfloat16: return &kBfloat16;
+    case strataFloat8e4m3: return &kE4m3;
+    case strataFloat8e5m2: return &kE5m2;
+    case strataFloat32: return &kFloat;
+    case strataFloat64: return &kDouble;
+    default: return nullptr;
   }
 }
 
@@ -88,63 +81,37 @@ const DtypeInfo* findDtype(std::string_view name) {
 
 void storeValue(const DtypeInfo& t, void* base, size_t index, double v) {
   switch (t.type) {
-    case strataInt8:
-      storeAs(base, index, static_cast<int8_t>(static_cast<int64_t>(v)));
-      break;
-    case strataUint8:
-      storeAs(base, index, static_cast<uint8_t>(static_cast<int64_t>(v)));
-      break;
-    case strataInt32:
-      storeAs(base, index, static_cast<int32_t>(static_cast<int64_t>(v)));
-      break;
-    case strataUint32:
-      storeAs(base, index, static_cast<uint32_t>(static_cast<int64_t>(v)));
-      break;
-    case strataInt64:
-      storeAs(base, index, static_cast<int64_t>(v));
-      break;
-    case strataUint64:
-      storeAs(base, index, static_cast<uint64_t>(static_cast<int64_t>(v)));
-      break;
-    case strataFloat32:
-      storeAs(base, index, static_cast<float>(v));
-      break;
-    case strataFloat64:
-      storeAs(base, index, v);
-      break;
+    case strataInt8: storeAs(base, index, static_cast<int8_t>(static_cast<int64_t>(v))); break;
+    case strataUint8: storeAs(base, index, static_cast<uint8_t>(static_cast<int64_t>(v))); break;
+    case strataInt32: storeAs(base, index, static_cast<int32_t>(static_cast<int64_t>(v))); break;
+    case strataUint32: storeAs(base, index, static_cast<uint32_t>(static_cast<int64_t>(v))); break;
+    case strataInt64: storeAs(base, index, static_cast<int64_t>(v)); break;
+    case strataUint64: storeAs(base, index, static_cast<uint64_t>(static_cast<int64_t>(v))); break;
+    case strataFloat32: storeAs(base, index, static_cast<float>(v)); break;
+    case strataFloat64: storeAs(base, index, v); break;
     case strataFloat16: storeAs(base, index, static_cast<uint16_t>(float_format::Half::encode(v))); break;
     case strataBfloat16: storeAs(base, index, static_cast<uint16_t>(float_format::Bf16::encode(v))); break;
     case strataFloat8e4m3: storeAs(base, index, static_cast<uint8_t>(float_format::E4m3::encode(v))); break;
     case strataFloat8e5m2: storeAs(base, index, static_cast<uint8_t>(float_format::E5m2::encode(v))); break;
-    default:
-      break;
+    default: break;
   }
 }
 
 double loadValue(const DtypeInfo& t, const void* base, size_t index) {
   switch (t.type) {
-    case strataInt8:
-      return loadAs<int8_t>(base, index);
-    case strataUint8:
-      return loadAs<uint8_t>(base, index);
-    case strataInt32:
-      return loadAs<int32_t>(base, index);
-    case strataUint32:
-      return loadAs<uint32_t>(base, index);
-    case strataInt64:
-      return static_cast<double>(loadAs<int64_t>(base, index));
-    case strataUint64:
-      return static_cast<double>(loadAs<uint64_t>(base, index));
-    case strataFloat32:
-      return loadAs<float>(base, index);
-    case strataFloat64:
-      return loadAs<double>(base, index);
+    case strataInt8: return loadAs<int8_t>(base, index);
+    case strataUint8: return loadAs<uint8_t>(base, index);
+    case strataInt32: return loadAs<int32_t>(base, index);
+    case strataUint32: return loadAs<uint32_t>(base, index);
+    case strataInt64: return static_cast<double>(loadAs<int64_t>(base, index));
+    case strataUint64: return static_cast<double>(loadAs<uint64_t>(base, index));
+    case strataFloat32: return loadAs<float>(base, index);
+    case strataFloat64: return loadAs<double>(base, index);
     case strataFloat16: return float_format::Half::decode(loadAs<uint16_t>(base, index));
     case strataBfloat16: return float_format::Bf16::decode(loadAs<uint16_t>(base, index));
     case strataFloat8e4m3: return float_format::E4m3::decode(loadAs<uint8_t>(base, index));
     case strataFloat8e5m2: return float_format::E5m2::decode(loadAs<uint8_t>(base, index));
-    default:
-      return NAN;
+    default: return NAN;
   }
 }
 

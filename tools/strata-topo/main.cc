@@ -4,13 +4,12 @@
 // file format that STRATA_TOPO_FILE reads back.
 #include <getopt.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
-
-#include <algorithm>
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/cost_model.h"
@@ -59,26 +58,22 @@ void printUsage(FILE* out) {
 }
 
 Options parseOptions(int argc, char** argv) {
-  static const option kLong[] = {{"json", no_argument, nullptr, 'j'},        {"file", required_argument, nullptr, 'f'},
-                                 {"ranks", required_argument, nullptr, 'n'}, {"all", no_argument, nullptr, 'a'},
-                                 {"choices", no_argument, nullptr, 'c'},     {"help", no_argument, nullptr, 'h'},        {nullptr, 0, nullptr, 0}};
+  static const option kLong[] = {{"json", no_argument, nullptr, 'j'},
+                                 {"file", required_argument, nullptr, 'f'},
+                                 {"ranks", required_argument, nullptr, 'n'},
+                                 {"all", no_argument, nullptr, 'a'},
+                                 {"choices", no_argument, nullptr, 'c'},
+                                 {"help", no_argument, nullptr, 'h'},
+                                 {nullptr, 0, nullptr, 0}};
   Options o;
   opterr = 0;  // our own messages
   int c;
   while ((c = getopt_long(argc, argv, ":h", kLong, nullptr)) != -1) {
     switch (c) {
-      case 'j':
-        o.json = true;
-        break;
-      case 'a':
-        o.all = true;
-        break;
-      case 'c':
-        o.choices = true;
-        break;
-      case 'f':
-        o.file = optarg;
-        break;
+      case 'j': o.json = true; break;
+      case 'a': o.all = true; break;
+      case 'c': o.choices = true; break;
+      case 'f': o.file = optarg; break;
       case 'n': {
         char* end = nullptr;
         const long n = std::strtol(optarg, &end, 10);
@@ -87,13 +82,9 @@ Options parseOptions(int argc, char** argv) {
         o.ranks = static_cast<int>(n);
         break;
       }
-      case 'h':
-        printUsage(stdout);
-        std::exit(0);
-      case ':':
-        usageError(std::string(argv[optind - 1]) + " needs a value");
-      default:
-        usageError(std::string("unknown option ") + argv[optind - 1]);
+      case 'h': printUsage(stdout); std::exit(0);
+      case ':': usageError(std::string(argv[optind - 1]) + " needs a value");
+      default: usageError(std::string("unknown option ") + argv[optind - 1]);
     }
   }
   if (optind < argc) usageError(std::string("unexpected argument ") + argv[optind]);

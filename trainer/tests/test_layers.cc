@@ -77,8 +77,7 @@ TEST(TrainerLayers, Gelu) {
 
 TEST(TrainerLayers, Attention) {
   const int B = 2, S = 6, H = 2, hd = 4, C = H * hd;
-  Vec qkv = randn(B * S * 3 * C, 7), R = randn(B * S * C, 8), out(B * S * C), probs(B * H * S * S),
-      dqkv(qkv.size());
+  Vec qkv = randn(B * S * 3 * C, 7), R = randn(B * S * C, 8), out(B * S * C), probs(B * H * S * S), dqkv(qkv.size());
   auto f = [&] {
     attentionForward(qkv.data(), out.data(), probs.data(), B, S, H, hd);
     return dot(out, R);
@@ -92,8 +91,7 @@ TEST(TrainerLayers, Embedding) {
   const int N = 6, D = 4, V = 5, S = 3;
   std::vector<uint8_t> tok = {1, 3, 3, 0, 4, 1};
   std::vector<int> pos = {0, 1, 2, 0, 1, 2};
-  Vec wte = randn(V * D, 9), wpe = randn(S * D, 10), R = randn(N * D, 11), y(N * D), dte(V * D, 0.f),
-      dpe(S * D, 0.f);
+  Vec wte = randn(V * D, 9), wpe = randn(S * D, 10), R = randn(N * D, 11), y(N * D), dte(V * D, 0.f), dpe(S * D, 0.f);
   auto f = [&] {
     embeddingForward(tok.data(), pos.data(), wte.data(), wpe.data(), y.data(), N, D);
     return dot(y, R);

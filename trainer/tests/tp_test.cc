@@ -1,11 +1,12 @@
 // strata-train: column- and row-parallel layers (plain and sequence parallel) equal the unsplit layer, in
 // outputs and in gradients. Run under strata-run -n T; every rank checks its slice against the full layer.
+#include "tp.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 
 #include "model.h"
-#include "tp.h"
 
 using namespace strain;
 
@@ -18,7 +19,8 @@ Vec randn(size_t n, uint64_t seed) {
 }
 double maxRel(const float* a, const float* b, size_t n) {
   double m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]) / std::max(1.0, std::fabs(double(b[i]))));
+  for (size_t i = 0; i < n; ++i)
+    m = std::max(m, std::fabs(double(a[i]) - b[i]) / std::max(1.0, std::fabs(double(b[i]))));
   return m;
 }
 int failures = 0;

@@ -170,8 +170,8 @@ Buffer view(nb::handle obj, const std::string& what, const char* name, bool writ
     }
   }
   if (!known)
-    raiseType(what + ": " + name + " has dtype " + dtypeName(dt) + ", which Strata does not support (supported: " +
-              kSupported + ")");
+    raiseType(what + ": " + name + " has dtype " + dtypeName(dt) +
+              ", which Strata does not support (supported: " + kSupported + ")");
   b.count = a.size();
   // Strides are in elements; dimensions of extent 1 may have any stride.
   if (b.count > 1) {
@@ -442,13 +442,12 @@ class Comm {
     sameDtype(s, d, what);
     const size_t n = static_cast<size_t>(size());
     if (s.count != d.count * n)
-      raiseValue(what + ": tensor has " + str(s.count) + " elements; it must have size x output elements = " +
-                 str(n) + " x " + str(d.count) + " = " + str(n * d.count));
+      raiseValue(what + ": tensor has " + str(s.count) + " elements; it must have size x output elements = " + str(n) +
+                 " x " + str(d.count) + " = " + str(n * d.count));
     stream = streamFor(s, stream);
     strataComm_t c = live(what);
     return launch(what, {s, d}, async, [=] {
-      return strataReduceScatter(s.data, d.data, d.count, s.dtype, static_cast<strataRedOp_t>(op), c,
-                                 toStream(stream));
+      return strataReduceScatter(s.data, d.data, d.count, s.dtype, static_cast<strataRedOp_t>(op), c, toStream(stream));
     });
   }
 
@@ -458,8 +457,8 @@ class Comm {
     sameDtype(s, d, what);
     const size_t n = static_cast<size_t>(size());
     if (d.count != s.count * n)
-      raiseValue(what + ": output has " + str(d.count) + " elements; it must have size x tensor elements = " +
-                 str(n) + " x " + str(s.count) + " = " + str(n * s.count));
+      raiseValue(what + ": output has " + str(d.count) + " elements; it must have size x tensor elements = " + str(n) +
+                 " x " + str(s.count) + " = " + str(n * s.count));
     stream = streamFor(s, stream);
     strataComm_t c = live(what);
     return launch(what, {s, d}, async,
@@ -487,8 +486,7 @@ class Comm {
     stream = streamFor(s, stream);
     strataComm_t c = live(what);
     return launch(what, {s, d}, async, [=] {
-      return strataReduce(s.data, d.data, s.count, s.dtype, static_cast<strataRedOp_t>(op), root, c,
-                          toStream(stream));
+      return strataReduce(s.data, d.data, s.count, s.dtype, static_cast<strataRedOp_t>(op), root, c, toStream(stream));
     });
   }
 
@@ -643,10 +641,10 @@ NB_MODULE(_strata, m) {
   };
   gErrors.invalidArgument = newError(m, "InvalidArgumentError", bases(gErrors.base, PyExc_ValueError),
                                      "strataInvalidArgument: an argument was rejected.");
-  gErrors.invalidUsage = newError(m, "InvalidUsageError", gErrors.base,
-                                  "strataInvalidUsage: the call is not valid in this state.");
-  gErrors.remote = newError(m, "RemoteError", gErrors.base,
-                            "strataRemoteError: a peer process died or the network failed.");
+  gErrors.invalidUsage =
+      newError(m, "InvalidUsageError", gErrors.base, "strataInvalidUsage: the call is not valid in this state.");
+  gErrors.remote =
+      newError(m, "RemoteError", gErrors.base, "strataRemoteError: a peer process died or the network failed.");
   gErrors.timeout = newError(m, "StrataTimeoutError", bases(gErrors.base, PyExc_TimeoutError),
                              "strataTimeout: a wait passed STRATA_TIMEOUT_MS.");
   gErrors.cuda = newError(m, "CudaError", gErrors.base,

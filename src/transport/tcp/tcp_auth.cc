@@ -1,9 +1,9 @@
 #include "transport/tcp/tcp_auth.h"
 
-#include "bootstrap/bootstrap.h"
-
 #include <cstddef>
 #include <cstring>
+
+#include "bootstrap/bootstrap.h"
 
 namespace strata::tcp {
 

@@ -23,9 +23,10 @@ Api load() {
   void* lib = dlopen(kLibrary, RTLD_NOW | RTLD_GLOBAL);
   if (!lib) {
     const char* why = dlerror();
-    throw InvalidUsage(strprintf("STRATA_TRANSPORT=ucx / STRATA_NET=ucx: cannot load %s (%s): install UCX "
-                                 "(Debian: libucx0) or use tcp",
-                                 kLibrary, why ? why : "unknown error"));
+    throw InvalidUsage(
+        strprintf("STRATA_TRANSPORT=ucx / STRATA_NET=ucx: cannot load %s (%s): install UCX "
+                  "(Debian: libucx0) or use tcp",
+                  kLibrary, why ? why : "unknown error"));
   }
   // Never dlclose: UCX keeps threads, hooks and handlers that do not survive being unloaded.
   Api a{};
@@ -54,9 +55,10 @@ Api load() {
   bind(lib, a.global_opts_set_value, "ucs_global_opts_set_value", optional);
   if (a.get_version) a.get_version(&a.major, &a.minor, &a.release);
   if (!missing.empty()) {
-    throw InvalidUsage(strprintf("STRATA_TRANSPORT=ucx / STRATA_NET=ucx: %s (UCX %u.%u.%u) lacks %s: UCX 1.10 or "
-                                 "newer is needed",
-                                 kLibrary, a.major, a.minor, a.release, missing.c_str()));
+    throw InvalidUsage(
+        strprintf("STRATA_TRANSPORT=ucx / STRATA_NET=ucx: %s (UCX %u.%u.%u) lacks %s: UCX 1.10 or "
+                  "newer is needed",
+                  kLibrary, a.major, a.minor, a.release, missing.c_str()));
   }
   STRATA_INFO(kLogNet, "loaded %s: UCX %u.%u.%u (built against the %d.%d API)", kLibrary, a.major, a.minor, a.release,
               UCP_API_MAJOR, UCP_API_MINOR);

@@ -1,7 +1,7 @@
 #include "transport/ucx/ucx_worker.h"
 
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -103,10 +103,10 @@ Worker::~Worker() {
       // UCX asserts (aborts) when a worker is destroyed under requests that never finished, which happens
       // after a peer died in the middle of a transfer. Leave this worker and its context to the process's
       // end; the next connection gets a fresh pair.
-      STRATA_INFO(kLogNet, "leaving the ucx worker alive: %s", abandoned_ ? "a transfer from a dead peer never finished"
-                                                                          : "endpoints still closing");
+      STRATA_INFO(kLogNet, "leaving the ucx worker alive: %s",
+                  abandoned_ ? "a transfer from a dead peer never finished" : "endpoints still closing");
       (void)new std::shared_ptr<Context>(std::move(context_));  // deliberately leaked with the worker
-      for (auto& c : closing_) (void)c.second.release();  // an error callback may still name them
+      for (auto& c : closing_) (void)c.second.release();        // an error callback may still name them
       closing_.clear();
       return;
     }

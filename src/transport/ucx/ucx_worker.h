@@ -31,8 +31,8 @@ struct EndpointState {
   bool failed = false;
   ucs_status_t status = UCS_OK;
   int me = -1, peer = -1;
-  uint64_t goodbye = 0;       // payload of the goodbye message
-  uint8_t hello[64] = {};     // payload of the hello message
+  uint64_t goodbye = 0;    // payload of the goodbye message
+  uint8_t hello[64] = {};  // payload of the hello message
 };
 
 class Worker {
