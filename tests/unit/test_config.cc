@@ -280,5 +280,14 @@ TEST(ConfigTable, RowsMatchTheStruct) {
   EXPECT_EQ(readElsewhere, 4);  // STRATA_DEBUG, STRATA_DEBUG_SUBSYS, STRATA_CUDA_LIBRARY, STRATA_SECRET
 }
 
+// The README's table of environment variables lists every row of the table (a new variable must be documented).
+TEST(ConfigTable, ReadmeListsEveryVariable) {
+  std::ifstream readme(std::string(STRATA_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(readme.good());
+  const std::string text((std::istreambuf_iterator<char>(readme)), std::istreambuf_iterator<char>());
+  for (const ConfigVar& v : configVariables())
+    EXPECT_NE(text.find(std::string("| `") + v.name + "` |"), std::string::npos) << v.name << " is not in README.md";
+}
+
 }  // namespace
 }  // namespace strata
