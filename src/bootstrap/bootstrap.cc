@@ -48,6 +48,14 @@ Bootstrap::~Bootstrap() {
   if (handlerId_) net_->removeFailureHandler(handlerId_);
 }
 
+void Bootstrap::cancel(const std::string& reason) {
+  std::call_once(cancelOnce_, [&] {
+    cancelReason_ = reason;
+    cancelled_.store(true, std::memory_order_release);
+  });
+  net_->wakeReceivers();
+}
+
 const std::array<uint8_t, 16>& Bootstrap::secret() const { return net_->secret(); }
 
 std::string Bootstrap::localAddress() const { return net_->localAddress(); }
@@ -85,8 +93,11 @@ std::vector<uint8_t> Bootstrap::recvTagged(int peer, uint64_t tag, const char* w
   checkPeer(peer, "recv");
   std::vector<uint8_t> out;
   const int64_t ms = net_->config().timeoutMs;
-  switch (net_->recv(commId_, worldRank(peer), tag, Deadline::in(ms), out)) {
+  switch (net_->recv(commId_, worldRank(peer), tag, Deadline::in(ms), out, &cancelled_)) {
     case BootstrapNetwork::RecvStatus::kOk: return out;
+    case BootstrapNetwork::RecvStatus::kCancelled:
+      throw RemoteError(strprintf("bootstrap %s on rank %d (world rank %d) waiting for peer %d aborted: %s", what,
+                                  rank_, worldRank(rank_), peer, cancelReason_.c_str()));
     case BootstrapNetwork::RecvStatus::kTimeout:
       throw TimeoutError(
           strprintf("bootstrap %s on rank %d (world rank %d) timed out after %lld ms waiting for "

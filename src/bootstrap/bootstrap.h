@@ -9,9 +9,11 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -110,6 +112,9 @@ class Bootstrap : public PeerExchange {
   void reportFailure(const std::string& reason);
   /// Non-empty once a failure has been reported anywhere in the job.
   std::string failure() const;
+  /// Ends every wait of this view, now and later, with RemoteError naming `reason` (strataCommAbort: a call
+  /// blocked in a split or a connection set-up must return). Other views of the job are not affected.
+  void cancel(const std::string& reason);
 
   /// The address (numeric string) rank `rank` of this view advertises (its localAddress()).
   std::string peerAddress(int rank) const;
@@ -128,6 +133,9 @@ class Bootstrap : public PeerExchange {
   int rank_;
   uint32_t collSeq_ = 0;  // sequence of allGather/barrier/split calls, part of their tags
   uint64_t handlerId_ = 0;
+  std::once_flag cancelOnce_;
+  std::string cancelReason_;  // written once, before cancelled_ is set
+  std::atomic<bool> cancelled_{false};
 
   // Point-to-point on an explicit 64-bit tag: user tags are < 2^32, collectives use kCollTagBase | seq,
   // so no user tag can ever match a collective's message.

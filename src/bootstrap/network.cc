@@ -335,7 +335,7 @@ void BootstrapNetwork::send(uint64_t commId, int toWorld, uint64_t tag, const vo
 }
 
 BootstrapNetwork::RecvStatus BootstrapNetwork::recv(uint64_t commId, int fromWorld, uint64_t tag, Deadline deadline,
-                                                    std::vector<uint8_t>& out) {
+                                                    std::vector<uint8_t>& out, const std::atomic<bool>* cancelled) {
   std::unique_lock<std::mutex> lock(mu_);
   const MailboxKey key{commId, fromWorld, tag};
   for (;;) {
@@ -347,6 +347,7 @@ BootstrapNetwork::RecvStatus BootstrapNetwork::recv(uint64_t commId, int fromWor
       return RecvStatus::kOk;
     }
     if (!failure_.empty()) return RecvStatus::kFailed;
+    if (cancelled && cancelled->load(std::memory_order_acquire)) return RecvStatus::kCancelled;
     if (deadline.expired()) return RecvStatus::kTimeout;
     if (deadline.isNever()) {
       cv_.wait(lock);
@@ -354,6 +355,11 @@ BootstrapNetwork::RecvStatus BootstrapNetwork::recv(uint64_t commId, int fromWor
       cv_.wait_until(lock, deadline.at);
     }
   }
+}
+
+void BootstrapNetwork::wakeReceivers() {
+  { std::lock_guard<std::mutex> lock(mu_); }  // a recv between its flag check and its wait holds mu_
+  cv_.notify_all();
 }
 
 uint64_t BootstrapNetwork::addFailureHandler(std::function<void(const std::string&)> handler) {

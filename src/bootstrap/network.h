@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -49,11 +50,14 @@ class BootstrapNetwork {
   /// Throws RemoteError if the connection to the root is gone, TimeoutError if the root stops reading.
   void send(uint64_t commId, int toWorld, uint64_t tag, const void* data, size_t len);
 
-  enum class RecvStatus { kOk, kTimeout, kFailed };
+  enum class RecvStatus { kOk, kTimeout, kFailed, kCancelled };
   /// Waits for the next message for (commId, fromWorld, tag) until `deadline`. A message that already
-  /// arrived is returned even after a failure; otherwise a failure ends the wait (kFailed, see failure()).
+  /// arrived is returned even after a failure; otherwise a failure ends the wait (kFailed, see failure()),
+  /// and so does `*cancelled` becoming true (kCancelled; whoever sets it calls wakeReceivers()).
   RecvStatus recv(uint64_t commId, int fromWorld, uint64_t tag, bootstrap_io::Deadline deadline,
-                  std::vector<uint8_t>& out);
+                  std::vector<uint8_t>& out, const std::atomic<bool>* cancelled = nullptr);
+  /// Wakes every recv() so that it looks at its cancel flag again.
+  void wakeReceivers();
 
   /// Runs `handler` once for the first failure: later from the receiver thread, or right away on the
   /// calling thread if a failure is already recorded.

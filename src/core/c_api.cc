@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <iterator>
 #include <mutex>
 #include <unordered_set>
@@ -19,6 +20,7 @@
 
 struct strataComm {
   std::shared_ptr<strata::CommImpl> impl;
+  std::atomic<int> held{0};  // API calls using this handle now (strata::Held); release() frees it at 0
   std::mutex errorMutex;
   std::string lastError;
   uint64_t lastErrorSeq = 0;  // when lastError was recorded, in gErrorSeq's order
@@ -58,7 +60,8 @@ thread_local LiveCache tLive;
 bool isLive(strataComm* c) {
   if (!c) return false;
   LiveCache& cache = tLive;
-  if (cache.comm == c && cache.epoch == gRegistryEpoch.load(std::memory_order_acquire)) return true;
+  // Sequentially consistent: Held relies on this load being ordered after its gEntering increment.
+  if (cache.comm == c && cache.epoch == gRegistryEpoch.load()) return true;
   std::lock_guard<std::mutex> lk(gRegistryMutex);
   if (!registry().count(c)) return false;
   cache.comm = c;
@@ -66,12 +69,47 @@ bool isLive(strataComm* c) {
   return true;
 }
 
+// Threads between "is the handle live?" and counting themselves in its `held`: release() frees a handle only
+// once it has seen none, so no thread can count itself in freed memory.
+std::atomic<int> gEntering{0};
+
+/// A handle in use by one API call, from construction to destruction: strataCommDestroy or strataCommAbort on
+/// another thread does not free it meanwhile. False if the handle is not live (NULL, destroyed, garbage).
+class Held {
+ public:
+  explicit Held(strataComm* c) {
+    gEntering.fetch_add(1);
+    if (isLive(c)) {
+      c->held.fetch_add(1);
+      comm_ = c;
+    }
+    gEntering.fetch_sub(1);
+  }
+  ~Held() {
+    if (comm_) comm_->held.fetch_sub(1, std::memory_order_release);
+  }
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+  explicit operator bool() const { return comm_ != nullptr; }
+
+ private:
+  strataComm* comm_ = nullptr;
+};
+
+/// Waits until no API call holds `c` (taken out of the registry already: no new call can hold it).
+void waitUnheld(strataComm* c) {
+  while (gEntering.load() != 0 || c->held.load(std::memory_order_acquire) != 0) {
+    timespec ts{0, 50000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
 /// Takes a communicator out of the registry; false if it was not there (never created, or already
 /// destroyed, perhaps by another thread a moment ago).
 bool unregister(strataComm* c) {
   std::lock_guard<std::mutex> lk(gRegistryMutex);
   if (!c || !registry().erase(c)) return false;
-  gRegistryEpoch.fetch_add(1, std::memory_order_acq_rel);
+  gRegistryEpoch.fetch_add(1);
   return true;
 }
 
@@ -168,8 +206,8 @@ void classify(CollCall& call, strataStream_t stream) {
 }
 
 strataResult_t issue(strataComm* comm, CollCall call, strataStream_t stream) {
-  if (!isLive(comm))
-    return record(nullptr, strataInvalidUsage, "invalid communicator (NULL, destroyed, or never initialised)");
+  Held held(comm);
+  if (!held) return record(nullptr, strataInvalidUsage, "invalid communicator (NULL, destroyed, or never initialised)");
   return guarded(comm, [&] {
     classify(call, stream);
     // The one validation of the call: a group member's error belongs to it, not to strataGroupEnd, and device
@@ -208,7 +246,8 @@ const char* strataGetErrorString(strataResult_t r) {
 }
 
 const char* strataGetLastError(strataComm_t comm) {
-  if (comm && isLive(comm)) {
+  Held held(comm);
+  if (held) {
     std::lock_guard<std::mutex> lk(comm->errorMutex);
     if (comm->lastErrorSeq > tLastErrorSeq) {
       tLastError = comm->lastError;
@@ -277,7 +316,8 @@ strataResult_t strataCommInitFromEnv(strataComm_t* comm) {
 }
 
 strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm, void* config) {
-  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataCommSplit: invalid communicator");
+  Held held(comm);
+  if (!held) return record(nullptr, strataInvalidUsage, "strataCommSplit: invalid communicator");
   if (!newcomm) return record(comm, strataInvalidArgument, "strataCommSplit: newcomm is NULL");
   if (config) return record(comm, strataInvalidArgument, "strataCommSplit: config must be NULL");
   if (color < 0 && color != STRATA_SPLIT_NOCOLOR)
@@ -295,6 +335,7 @@ static strataResult_t release(strataComm_t comm, bool abort) {
     if (abort) comm->impl->abort();
     else comm->impl->destroy();
   });
+  waitUnheld(comm);
   delete comm;
   return r;
 }
@@ -303,21 +344,24 @@ strataResult_t strataCommDestroy(strataComm_t comm) { return release(comm, false
 strataResult_t strataCommAbort(strataComm_t comm) { return release(comm, true); }
 
 strataResult_t strataCommGetAsyncError(strataComm_t comm, strataResult_t* asyncError) {
-  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataCommGetAsyncError: invalid communicator");
+  Held held(comm);
+  if (!held) return record(nullptr, strataInvalidUsage, "strataCommGetAsyncError: invalid communicator");
   if (!asyncError) return record(comm, strataInvalidArgument, "strataCommGetAsyncError: asyncError is NULL");
   *asyncError = comm->impl->asyncError();
   return strataSuccess;
 }
 
 strataResult_t strataCommCount(const strataComm_t comm, int* count) {
-  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataCommCount: invalid communicator");
+  Held held(comm);
+  if (!held) return record(nullptr, strataInvalidUsage, "strataCommCount: invalid communicator");
   if (!count) return record(comm, strataInvalidArgument, "strataCommCount: count is NULL");
   *count = comm->impl->size();
   return strataSuccess;
 }
 
 strataResult_t strataCommUserRank(const strataComm_t comm, int* rank) {
-  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataCommUserRank: invalid communicator");
+  Held held(comm);
+  if (!held) return record(nullptr, strataInvalidUsage, "strataCommUserRank: invalid communicator");
   if (!rank) return record(comm, strataInvalidArgument, "strataCommUserRank: rank is NULL");
   *rank = comm->impl->rank();
   return strataSuccess;
@@ -325,7 +369,8 @@ strataResult_t strataCommUserRank(const strataComm_t comm, int* rank) {
 
 strataResult_t strataCommExplain(strataComm_t comm, strataCollective_t collective, size_t count,
                                  strataDataType_t datatype, char* algorithm, size_t algorithmLen, double* predictedUs) {
-  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataCommExplain: invalid communicator");
+  Held held(comm);
+  if (!held) return record(nullptr, strataInvalidUsage, "strataCommExplain: invalid communicator");
   static const CollKind kinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather,
                                    CollKind::kBroadcast, CollKind::kReduce,        CollKind::kAllToAll};
   const int c = static_cast<int>(collective);
@@ -349,7 +394,8 @@ strataResult_t strataCommExplain(strataComm_t comm, strataCollective_t collectiv
 
 strataResult_t strataRedOpCreatePreMulSum(strataRedOp_t* op, void* scalar, strataDataType_t datatype,
                                           strataScalarResidence_t residence, strataComm_t comm) {
-  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataRedOpCreatePreMulSum: invalid communicator");
+  Held held(comm);
+  if (!held) return record(nullptr, strataInvalidUsage, "strataRedOpCreatePreMulSum: invalid communicator");
   if (!op || !scalar) return record(comm, strataInvalidArgument, "strataRedOpCreatePreMulSum: op or scalar is NULL");
   if (!dtypeValid(static_cast<int>(datatype)))
     return record(comm, strataInvalidArgument, strprintf("strataRedOpCreatePreMulSum: invalid datatype %d", datatype));
@@ -363,7 +409,8 @@ strataResult_t strataRedOpCreatePreMulSum(strataRedOp_t* op, void* scalar, strat
 }
 
 strataResult_t strataRedOpDestroy(strataRedOp_t op, strataComm_t comm) {
-  if (!isLive(comm)) return record(nullptr, strataInvalidUsage, "strataRedOpDestroy: invalid communicator");
+  Held held(comm);
+  if (!held) return record(nullptr, strataInvalidUsage, "strataRedOpDestroy: invalid communicator");
   return guarded(comm, [&] { comm->impl->destroyRedOp(op); });
 }
 
@@ -406,16 +453,22 @@ strataResult_t strataAllToAll(const void* sendbuff, void* recvbuff, size_t count
 strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
                           strataStream_t stream) {
   CollCall c{CollKind::kSend, sendbuff, nullptr, count, datatype, strataSum, 0, peer};
-  if (tGroup.depth == 0 && isLive(comm) && peer == comm->impl->rank() && count > 0)
-    return record(comm, strataInvalidUsage, "strataSend to self outside a group has no matching receive");
+  if (tGroup.depth == 0) {
+    Held held(comm);
+    if (held && peer == comm->impl->rank() && count > 0)
+      return record(comm, strataInvalidUsage, "strataSend to self outside a group has no matching receive");
+  }
   return issue(comm, c, stream);
 }
 
 strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
                           strataStream_t stream) {
   CollCall c{CollKind::kRecv, nullptr, recvbuff, count, datatype, strataSum, 0, peer};
-  if (tGroup.depth == 0 && isLive(comm) && peer == comm->impl->rank() && count > 0)
-    return record(comm, strataInvalidUsage, "strataRecv from self outside a group has no matching send");
+  if (tGroup.depth == 0) {
+    Held held(comm);
+    if (held && peer == comm->impl->rank() && count > 0)
+      return record(comm, strataInvalidUsage, "strataRecv from self outside a group has no matching send");
+  }
   return issue(comm, c, stream);
 }
 

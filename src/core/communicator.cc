@@ -183,6 +183,8 @@ void CommImpl::destroy() {
       }
     }
   }
+  // Calls other threads have inside (a destroy does not interrupt them: they finish or time out).
+  gate_.closeAndWait();
   if (!queue_.close()) return;
   // Every device call has been run (or dropped) by the worker; the engine waits for the GPU to finish with
   // its memory before freeing it.
@@ -201,8 +203,18 @@ void CommImpl::destroy() {
 
 void CommImpl::abort() {
   failure_.markAborted();
+  // Wake every call of every thread: the progress loops see the failure, a wait in the bootstrap (a split, a
+  // connection set-up) is cancelled, and calls queued behind others are woken by dropPending. Then wait for them
+  // to leave before anything they use is freed.
+  if (bootstrap_) bootstrap_->cancel(failure_.message());
   queue_.dropPending(strataInvalidUsage, "communicator aborted before this work ran");
+  gate_.closeAndWait();
   destroy();
+}
+
+void CommImpl::throwGone() const {
+  if (failure_.aborted()) throw InvalidUsage(strprintf("rank %d: communicator aborted", rank_));
+  throw InvalidUsage(strprintf("rank %d: communicator used after destroy", rank_));
 }
 
 void CommImpl::fail(const Error& e) {
@@ -217,6 +229,8 @@ void CommImpl::fail(const Error& e) {
 }
 
 std::shared_ptr<CommImpl> CommImpl::split(int color, int key) {
+  CallGate::Scope in(gate_);
+  if (!in.ok()) throwGone();
   std::shared_ptr<CommImpl> child;
   queue_.runExclusive([&] {
     auto view = bootstrap_->split(color, key);
@@ -228,15 +242,21 @@ std::shared_ptr<CommImpl> CommImpl::split(int color, int key) {
 // ---- calls --------------------------------------------------------------------------------------------
 
 void CommImpl::run(std::span<const CollCall> calls) {
+  CallGate::Scope in(gate_);
+  if (!in.ok()) throwGone();
   queue_.runInline([&] { execute(calls); });
 }
 
 std::shared_ptr<Task> CommImpl::submit(std::vector<CollCall> calls, std::function<void()> before,
                                        std::function<void(strataResult_t)> after) {
+  CallGate::Scope in(gate_);
+  if (!in.ok()) throwGone();
   return queue_.submit(std::move(calls), std::move(before), std::move(after));
 }
 
 void CommImpl::runDevice(std::span<const CollCall> calls) {
+  CallGate::Scope in(gate_);
+  if (!in.ok()) throwGone();
   failure_.throwIfFailed();
   DeviceEngine* engine;
   {

@@ -19,6 +19,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/selector.h"
 #include "core/call.h"
+#include "core/call_gate.h"
 #include "core/collective_exec.h"
 #include "core/connections.h"
 #include "core/failure.h"
@@ -65,9 +66,11 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   void allGather(const void* mine, void* all, size_t bytes) override;
 
   std::shared_ptr<CommImpl> split(int color, int key);
-  /// Waits for queued work, flushes connections and releases everything. Idempotent.
+  /// Waits for queued work and for calls of other threads, flushes connections and releases everything.
+  /// Idempotent.
   void destroy();
-  /// Stops without waiting for peers; queued work fails.
+  /// Stops without waiting for peers, from any thread: queued work fails, every call blocked in this
+  /// communicator (on any thread) returns an error naming the abort, and what they use is freed once they left.
   void abort();
 
   /// First error seen by asynchronous work or reported by a peer; strataSuccess if none.
@@ -87,6 +90,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   /// The work queue's executor: runs one group, and makes any error but a bad argument the communicator's.
   void execute(std::span<const CollCall> calls);
   void fail(const Error& e);
+  [[noreturn]] void throwGone() const;
   void probeLinks();
   size_t chunkBytes() const;
 
@@ -105,6 +109,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<CollectiveExecutor> exec_;
   WorkQueue queue_;
+  CallGate gate_;  // calls in run/submit/runDevice/split; destroy and abort wait for them to leave
 
   std::mutex deviceMutex_;
   std::unique_ptr<DeviceEngine> device_;  // created by the first device call
