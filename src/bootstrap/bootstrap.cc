@@ -56,6 +56,12 @@ void Bootstrap::cancel(const std::string& reason) {
   net_->wakeReceivers();
 }
 
+void Bootstrap::throwIfCancelled() const {
+  if (cancelled_.load(std::memory_order_acquire)) {
+    throw RemoteError(strprintf("rank %d: connection set-up aborted: %s", rank_, cancelReason_.c_str()));
+  }
+}
+
 const std::array<uint8_t, 16>& Bootstrap::secret() const { return net_->secret(); }
 
 std::string Bootstrap::localAddress() const { return net_->localAddress(); }

@@ -115,6 +115,7 @@ class Bootstrap : public PeerExchange {
   /// Ends every wait of this view, now and later, with RemoteError naming `reason` (strataCommAbort: a call
   /// blocked in a split or a connection set-up must return). Other views of the job are not affected.
   void cancel(const std::string& reason);
+  void throwIfCancelled() const override;
 
   /// The address (numeric string) rank `rank` of this view advertises (its localAddress()).
   std::string peerAddress(int rank) const;

@@ -25,6 +25,10 @@ class PeerExchange {
   virtual std::string localAddress() const = 0;
   /// Identifier shared by the ranks of one communicator (distinct per split).
   virtual uint64_t commId() const = 0;
+  /// Throws RemoteError once the communicator was aborted (Bootstrap::cancel). A transport calls it in every
+  /// wait of its own during set-up (a listener waiting for its peer to connect), so an abort ends them promptly;
+  /// waits in recv() end by themselves.
+  virtual void throwIfCancelled() const {}
 };
 
 }  // namespace strata

@@ -34,8 +34,28 @@ uint64_t challengeMac(const std::array<uint8_t, 16>& secret, const uint8_t* chal
 
 }  // namespace
 
+bool RootService::admitStranger() {
+  Conn* oldest = nullptr;
+  size_t strangers = 0;
+  for (auto& c : conns_) {
+    if (c->dead || c->state != State::kAuthenticating) continue;
+    ++strangers;
+    if (!oldest || c->accepted < oldest->accepted) oldest = c.get();
+  }
+  if (strangers < maxStrangers_) return true;
+  if (Clock::now() - oldest->accepted < std::chrono::milliseconds(admission::kHelloChanceMs)) return false;
+  STRATA_INFO(kLogBootstrap, "bootstrap root %s: dropping %s: %zu connections without a hello, the most kept",
+              name_.c_str(), oldest->peer.c_str(), strangers);
+  closeNow(*oldest);
+  return true;
+}
+
 void RootService::acceptAll() {
   for (;;) {
+    if (!admitStranger()) {
+      acceptPause_ = Deadline::in(admission::kAcceptPauseMs);
+      return;
+    }
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);
     int fd = ::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -56,7 +76,8 @@ void RootService::acceptAll() {
     std::memcpy(&peer.ss, &ss, len);
     peer.len = len;
     c->peer = peer.str();
-    c->deadline = Deadline::in(timeoutMs_);
+    // A stranger until it answers the challenge: a short deadline of its own, not the job's.
+    c->deadline = Deadline::in(std::min(timeoutMs_, admission::kHelloDeadlineMs));
     fillRandomOrUrandom(c->challenge, kChallengeBytes, "bootstrap: ");
     WireWriter w;
     w.u32(kProtocolMagic).bytes(c->challenge, kChallengeBytes);

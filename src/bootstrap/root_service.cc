@@ -114,8 +114,7 @@ void RootService::iterate() {
       exitDeadline_ = Deadline::in(std::min(timeoutMs_, kExitGraceMaxMs));
     }
   }
-  if (pfds[1].revents & POLLIN) acceptAll();
-  // Only the connections that were polled; acceptAll() may have appended new ones.
+  // Hellos first, then new connections: a rank whose hello arrived is never dropped to make room for a stranger.
   for (size_t i = 0; i < nconns; ++i) {
     Conn& c = *conns_[i];
     short re = pfds[2 + i].revents;
@@ -123,6 +122,7 @@ void RootService::iterate() {
     if (re & (POLLIN | POLLHUP | POLLERR)) readFrom(c);
     if (!c.dead && (re & POLLOUT)) flush(c);
   }
+  if (pfds[1].revents & POLLIN) acceptAll();
   handleBroken();
   checkTimers();
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->dead; }), conns_.end());

@@ -57,6 +57,7 @@ class RootService {
     std::string peer;  // ip:port, for logs
     uint8_t challenge[kChallengeBytes] = {0};
     Deadline deadline;  // authentication or close-linger deadline
+    Clock::time_point accepted = Clock::now();
     int rank = -1;
     uint32_t pid = 0;
     std::string host, address;
@@ -88,6 +89,9 @@ class RootService {
 
   // Accepting and authenticating ranks, and the rendezvous (root_accept.cc).
   void acceptAll();
+  /// Room for one more unauthenticated connection (admission in socket_io.h): true if there is, possibly after
+  /// dropping the oldest stranger; false if the listener must wait.
+  bool admitStranger();
   void handleHello(Conn& c, const uint8_t* p, size_t len);
   void completeRendezvous();
   /// The rendezvous cannot complete: tell every waiting rank (and, for a while, latecomers) why.
@@ -110,6 +114,7 @@ class RootService {
   void protocolError(Conn& c, const std::string& what);
 
   const int64_t timeoutMs_;
+  const size_t maxStrangers_ = bootstrap_io::admission::maxStrangers();
   Fd listen_;
   Fd wake_;
   const std::array<uint8_t, 16> secret_;

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -313,6 +314,12 @@ IoStatus writeFull(int fd, const void* buf, size_t n, Deadline deadline) {
     if (pr == 0) return IoStatus::kTimeout;
   }
   return IoStatus::kOk;
+}
+
+size_t admission::maxStrangers() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 4096;
+  return std::clamp<size_t>(static_cast<size_t>(rl.rlim_cur) / 4, 64, 4096);
 }
 
 }  // namespace strata::bootstrap_io

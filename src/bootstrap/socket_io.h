@@ -32,6 +32,20 @@ struct Deadline {
   Deadline earlier(const Deadline& o) const { return o.at < at ? o : *this; }
 };
 
+/// How a listener that strangers can reach (the bootstrap root, a tcp transport listener during connection set-up)
+/// keeps them from starving it or the process: at most maxStrangers() accepted connections that have not
+/// authenticated yet, each for at most kHelloDeadlineMs. A full listener makes room by dropping its oldest stranger
+/// once that one has had kHelloChanceMs to answer (a real rank answers its challenge within milliseconds); while
+/// every stranger is younger, new connections wait in the kernel's backlog (the listener pauses kAcceptPauseMs).
+namespace admission {
+inline constexpr int64_t kHelloDeadlineMs = 5000;
+inline constexpr int64_t kHelloChanceMs = 200;
+inline constexpr int64_t kAcceptPauseMs = 10;
+/// A quarter of this process's open-file limit (RLIMIT_NOFILE), between 64 and 4096: strangers never take the
+/// descriptors the job needs, and a flood from one process (which holds at most its own limit) rarely fills it.
+size_t maxStrangers();
+}  // namespace admission
+
 /// An owned file descriptor (move-only); closes on destruction.
 class Fd {
  public:

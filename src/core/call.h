@@ -8,6 +8,7 @@
 
 #include "collectives/coll_args.h"
 #include "strata/strata.h"
+#include "transport/transport.h"
 
 namespace strata {
 
@@ -102,6 +103,41 @@ inline bool callInPlace(const CollCall& c, int rank, size_t esize) {
     default: return s == r;
   }
 }
+
+namespace stamp_bits {
+// hi = seq (bits 0-31) | kind (32-35) | dtype (36-40) | op (41-43) | root (44-63); lo = count (or bytes).
+inline constexpr uint64_t kDtypeBytes = 31;  // p2p: a byte count, whatever types the two sides name
+inline constexpr uint64_t kOpNone = 7;       // not a reducing collective
+inline constexpr uint64_t kOpPreMulSum = strataNumOps;
+inline constexpr uint64_t kRootMask = (uint64_t{1} << 20) - 1;
+inline MsgStamp pack(uint32_t seq, CollKind kind, uint64_t dtype, uint64_t op, uint64_t root, uint64_t count) {
+  return MsgStamp{count, uint64_t{seq} | uint64_t(static_cast<uint8_t>(kind) & 15) << 32 | (dtype & 31) << 36 |
+                             (op & 7) << 41 | (root & kRootMask) << 44};
+}
+}  // namespace stamp_bits
+
+/// The stamp every message of collective `call` carries (transport.h, MsgStamp): the call's number `seq` among
+/// the communicator's collectives, its kind, type, op, count and root. Every rank of a correct program computes
+/// the same stamp for the same call, so a receiver compares the stamp of each message with its own. Fields that do
+/// not define the collective stay zero (the op of a broadcast, the root of an all-reduce); PreMulSum ops compare
+/// as one op (their scalars may differ per rank); roots compare modulo 2^20.
+inline MsgStamp collStamp(const CollCall& call, uint32_t seq) {
+  using namespace stamp_bits;
+  uint64_t op = kOpNone;
+  if (isReducing(call.kind))
+    op = static_cast<int>(call.op) < strataNumOps ? static_cast<uint64_t>(call.op) : kOpPreMulSum;
+  const uint64_t root = isRooted(call.kind) ? static_cast<uint64_t>(call.root) : 0;
+  const uint64_t count = call.kind == CollKind::kBarrier ? 0 : call.count;
+  return pack(seq, call.kind, static_cast<uint64_t>(call.dtype), op, root, count);
+}
+/// The stamp of the messages of a send: the sender's `seq`-th send to its peer, of `bytes` in all. The receiver's
+/// `seq`-th receive from that peer expects exactly this (send and receive may name different types).
+inline MsgStamp p2pStamp(uint32_t seq, uint64_t bytes) {
+  using namespace stamp_bits;
+  return pack(seq, CollKind::kSend, kDtypeBytes, kOpNone, 0, bytes);
+}
+/// What a stamp says, for error messages: "#5 allreduce(count 1048576, float32, sum)", "send #2 of 4096 bytes".
+std::string describeStamp(const MsgStamp& stamp);
 
 /// nccl-tests' "size" of the call: the all-reduce buffer, the reduce-scatter input, the all-gather output.
 size_t callBytes(const CollCall& c, int nranks);

@@ -37,7 +37,9 @@ CollectiveExecutor::CollectiveExecutor(int rank, int nranks, std::vector<int> ho
       selector_(selector),
       ops_(ops),
       conns_(conns),
-      progress_(progress) {}
+      progress_(progress),
+      sendsTo_(static_cast<size_t>(nranks), 0),
+      recvsFrom_(static_cast<size_t>(nranks), 0) {}
 
 void CollectiveExecutor::execute(std::span<const CollCall> calls) {
   if (calls.size() == 1 && !isP2P(calls[0].kind)) {  // a blocking collective: the common case
@@ -103,7 +105,8 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
   }
   const OpLabel what{rank_, call.kind, nullptr, seq, call.count, call.dtype, cached->plan.algorithm.c_str(), 0};
   STRATA_TRACE(kLogColl, "%s", what.str().c_str());
-  runPlan(cached->plan, cached->peers, buffers, call.dtype, eff.kind, what);
+  const MsgStamp stamp = collStamp(call, static_cast<uint32_t>(seq));
+  runPlan(cached->plan, cached->peers, buffers, call.dtype, eff.kind, what, PlanStamps{{&stamp, 1}, {&stamp, 1}});
 
   if (eff.postDiv != 1) {
     size_t sendElems = 0, recvElems = 0;
@@ -113,8 +116,7 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
 }
 
 void CollectiveExecutor::runP2P(std::span<const CollCall> calls) {
-  const uint64_t seq = ++seq_;
-  const OpLabel what{rank_, CollKind::kSend, "send/recv group", seq, 0, strataUint8, "p2p", calls.size()};
+  const OpLabel what{rank_, CollKind::kSend, "send/recv group", ++groups_, 0, strataUint8, "p2p", calls.size()};
   // Mixed element sizes in one group run in byte units.
   strataDataType_t dtype = calls.front().dtype;
   for (const CollCall& c : calls)
@@ -135,10 +137,17 @@ void CollectiveExecutor::runP2P(std::span<const CollCall> calls) {
   std::vector<P2PCall> members;
   std::vector<void*> buffers;  // kBuffersPerColl per call, as p2pGroupPlan lays them out
   std::vector<std::vector<char>> staged;
+  // Call k's stamps: what its messages carry (a send) or what it expects (a receive). The n-th send to a peer
+  // meets that peer's n-th receive from this rank, as NCCL matches them.
+  std::vector<MsgStamp> sendStamps(calls.size()), expectStamps(calls.size());
   members.reserve(calls.size());
   buffers.reserve(calls.size() * kBuffersPerColl);
   for (const CollCall& c : calls) {
     const bool send = c.kind == CollKind::kSend;
+    const size_t k = members.size();
+    const uint64_t bytes = c.count * dtypeSize(c.dtype);
+    if (send) sendStamps[k] = p2pStamp(++sendsTo_[static_cast<size_t>(c.peer)], bytes);
+    else expectStamps[k] = p2pStamp(++recvsFrom_[static_cast<size_t>(c.peer)], bytes);
     members.push_back(P2PCall{send, c.peer, c.count * dtypeSize(c.dtype) / esize});
     void* sendbuff = const_cast<void*>(c.sendbuff);
     if (send && c.count > 0 && overlapsARecv(c)) {
@@ -152,11 +161,11 @@ void CollectiveExecutor::runP2P(std::span<const CollCall> calls) {
   }
   const Plan plan = p2pGroupPlan(rank_, nranks_, members, esize);
   if (plan.lanes.empty()) return;
-  runPlan(plan, planPeers(plan), buffers, dtype, ReduceKind::kSum, what);
+  runPlan(plan, planPeers(plan), buffers, dtype, ReduceKind::kSum, what, PlanStamps{sendStamps, expectStamps});
 }
 
 void CollectiveExecutor::runPlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers,
-                                 strataDataType_t dtype, ReduceKind op, const OpLabel& what) {
+                                 strataDataType_t dtype, ReduceKind op, const OpLabel& what, PlanStamps stamps) {
   conns_.ensure(peers);
   if (plan.scratchElems) {
     if (buffers.size() <= static_cast<size_t>(kBufScratch))
@@ -166,8 +175,18 @@ void CollectiveExecutor::runPlan(const Plan& plan, const std::vector<int>& peers
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     buffers[kBufScratch] = scratch_.data();
   }
-  PlanRunner runner(plan, buffers, dtype, op, pieceBytes_, [this](int peer) { return conns_.get(peer); });
-  progress_.drive(runner, what);
+  PlanRunner runner(
+      plan, buffers, dtype, op, pieceBytes_, [this](int peer) { return conns_.get(peer); }, stamps);
+  try {
+    progress_.drive(runner, what);
+  } catch (const StampMismatch& m) {
+    // The ranks disagree about the call: each one that receives a message of another call ends up here, and the
+    // communicator's failure report (CommImpl::fail) carries this text to the others.
+    throw InvalidUsage(
+        strprintf("%s: rank %d is running another call: this rank expects a message of %s, rank %d "
+                  "sent one of %s",
+                  what.str().c_str(), m.peer, describeStamp(m.expected).c_str(), m.peer, describeStamp(m.got).c_str()));
+  }
   // A blocking call returns only once its messages have left this process: a peer must never wait on bytes
   // parked in our staging buffers while we compute. Every receiver of this plan is in this plan, so this cannot
   // wait in a cycle.

@@ -34,7 +34,7 @@ class CollectiveExecutor {
   void runCollective(const CollCall& call);
   void runP2P(std::span<const CollCall> calls);
   void runPlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers, strataDataType_t dtype,
-               ReduceKind op, const OpLabel& what);
+               ReduceKind op, const OpLabel& what, PlanStamps stamps);
   size_t chunkElems(strataDataType_t dtype) const { return std::max<size_t>(1, chunkBytes_ / dtypeSize(dtype)); }
 
   const int rank_;
@@ -46,7 +46,11 @@ class CollectiveExecutor {
   const RedOpTable& ops_;
   ConnectionTable& conns_;
   Progress& progress_;
-  uint64_t seq_ = 0;  // calls executed so far, for error messages
+  // Collectives executed so far: the number in every message's stamp (call.h, collStamp) and in error messages.
+  uint64_t seq_ = 0;
+  uint64_t groups_ = 0;  // send/recv groups executed so far, for error messages
+  // Sends to and receives from each peer so far: the numbers in p2p stamps (call.h, p2pStamp).
+  std::vector<uint32_t> sendsTo_, recvsFrom_;
 
   // Plans by call shape. The algorithm is a function of the key (the settings are fixed per communicator), so
   // the selector runs only when a plan is built.

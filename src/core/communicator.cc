@@ -192,9 +192,11 @@ void CommImpl::destroy() {
     std::lock_guard<std::mutex> lk(deviceMutex_);
     device_.reset();
   }
-  // Let committed messages leave before the links close, within the deadline; after an abort, not at all.
+  // Let committed messages leave before the links close, within the deadline; after an abort or a failure, not at
+  // all (every rank has heard of the failure, so nobody will take them).
   if (conns_) {
-    const int64_t deadline = failure_.aborted() ? 0 : nowNs() + std::min<int64_t>(config_.timeoutMs, 10000) * 1000000;
+    const bool dead = failure_.aborted() || failure_.failed();
+    const int64_t deadline = dead ? 0 : nowNs() + std::min<int64_t>(config_.timeoutMs, 10000) * 1000000;
     conns_->closeAll(deadline);
   }
   if (bootstrap_) bootstrap_->setFailureHandler(nullptr);

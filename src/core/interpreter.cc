@@ -12,7 +12,11 @@ namespace {
 
 // One direction of an in-memory link: at most `slots` whole messages.
 struct MemoryQueue {
-  std::deque<std::vector<char>> messages;
+  struct Message {
+    std::vector<char> bytes;
+    MsgStamp stamp;
+  };
+  std::deque<Message> messages;
   std::vector<char> staging;
   size_t slots = 1;
 };
@@ -26,18 +30,19 @@ class MemoryConnection : public Connection {
     out_->staging.resize(bytes);
     return out_->staging.data();
   }
-  void sendCommit(size_t bytes) override {
+  void sendCommit(size_t bytes, const MsgStamp& stamp) override {
     out_->staging.resize(bytes);
-    out_->messages.push_back(std::move(out_->staging));
+    out_->messages.push_back({std::move(out_->staging), stamp});
     out_->staging = {};
   }
-  const void* tryRecvPeek(size_t bytes) override {
+  const void* tryRecvPeek(size_t bytes, const MsgStamp& expected) override {
     if (in_->messages.empty()) return nullptr;
     const auto& m = in_->messages.front();
-    if (m.size() != bytes)
+    if (m.stamp != expected) throw StampMismatch(self_, peer_, expected, m.stamp);
+    if (m.bytes.size() != bytes)
       throw InvalidUsage(strprintf("rank %d expected a %zu-byte message from rank %d but got %zu bytes", self_, bytes,
-                                   peer_, m.size()));
-    return m.data();
+                                   peer_, m.bytes.size()));
+    return m.bytes.data();
   }
   void recvRelease() override { in_->messages.pop_front(); }
   bool progress() override { return false; }

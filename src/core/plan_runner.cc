@@ -8,7 +8,7 @@
 namespace strata {
 
 PlanRunner::PlanRunner(const Plan& plan, std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op,
-                       size_t pieceBytes, std::function<Connection*(int)> connFor)
+                       size_t pieceBytes, std::function<Connection*(int)> connFor, PlanStamps stamps)
     : plan_(plan),
       buffers_(buffers),
       dtype_(dtype),
@@ -16,6 +16,7 @@ PlanRunner::PlanRunner(const Plan& plan, std::span<void* const> buffers, strataD
       op_(op),
       pieceElems_(std::max<size_t>(1, pieceBytes / std::max<size_t>(1, dtypeSize(dtype)))),
       connFor_(std::move(connFor)),
+      stamps_(stamps),
       nConns_(static_cast<size_t>(std::max(plan.nranks, 0))),
       nLanes_(plan.lanes.size()),
       lanesLeft_(plan.lanes.size()) {
@@ -50,6 +51,16 @@ char* PlanRunner::addr(const Region& r, size_t at) const {
   return static_cast<char*>(base) + (r.offset + at) * elemSize_;
 }
 
+const MsgStamp& PlanRunner::stampOf(std::span<const MsgStamp> stamps, const Op& op) {
+  static const MsgStamp kNone{};
+  if (stamps.size() == 1) return stamps[0];  // one call: every collective
+  if (stamps.empty()) return kNone;
+  // Both regions of an op belong to one call; kSend and kRecvReduceSend have no destination region.
+  const bool hasDst = op.kind != OpKind::kSend && op.kind != OpKind::kRecvReduceSend;
+  const size_t call = static_cast<size_t>(hasDst ? op.dst.buf : op.src.buf) / kBuffersPerColl;
+  return stamps[std::min(call, stamps.size() - 1)];
+}
+
 bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
   const size_t bytes = n * elemSize_;
   switch (op.kind) {
@@ -57,12 +68,12 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
       void* out = conn(op.sendPeer)->trySendReserve(bytes);
       if (!out) return false;
       std::memcpy(out, addr(op.src, at), bytes);
-      conn(op.sendPeer)->sendCommit(bytes);
+      conn(op.sendPeer)->sendCommit(bytes, stampOf(stamps_.send, op));
       return true;
     }
     case OpKind::kRecv: {
       Connection* c = conn(op.recvPeer);
-      const void* in = c->tryRecvPeek(bytes);
+      const void* in = c->tryRecvPeek(bytes, stampOf(stamps_.expect, op));
       if (!in) return false;
       std::memcpy(addr(op.dst, at), in, bytes);
       c->recvRelease();
@@ -70,7 +81,7 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
     }
     case OpKind::kRecvReduce: {
       Connection* c = conn(op.recvPeer);
-      const void* in = c->tryRecvPeek(bytes);
+      const void* in = c->tryRecvPeek(bytes, stampOf(stamps_.expect, op));
       if (!in) return false;
       reduce2(addr(op.dst, at), in, addr(op.src, at), n, dtype_, op_);
       c->recvRelease();
@@ -81,7 +92,7 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
     case OpKind::kRecvCopySend: {
       Connection* rc = conn(op.recvPeer);
       Connection* sc = conn(op.sendPeer);
-      const void* in = rc->tryRecvPeek(bytes);
+      const void* in = rc->tryRecvPeek(bytes, stampOf(stamps_.expect, op));
       if (!in) return false;
       void* out = sc->trySendReserve(bytes);
       if (!out) return false;  // the peeked message stays first in line; we come back for it
@@ -96,7 +107,7 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
         std::memcpy(out, in, bytes);
         std::memcpy(addr(op.dst, at), in, bytes);
       }
-      sc->sendCommit(bytes);
+      sc->sendCommit(bytes, stampOf(stamps_.send, op));
       rc->recvRelease();
       return true;
     }
@@ -108,7 +119,7 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
       std::memcpy(out, src, bytes);
       char* dst = addr(op.dst, at);
       if (dst != src) std::memcpy(dst, src, bytes);
-      conn(op.sendPeer)->sendCommit(bytes);
+      conn(op.sendPeer)->sendCommit(bytes, stampOf(stamps_.send, op));
       return true;
     }
     case OpKind::kCopy: {

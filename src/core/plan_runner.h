@@ -29,13 +29,22 @@ class Waitable {
   virtual std::vector<int> stalledPeers() const = 0;
 };
 
+/// The stamps (transport.h) of a plan's calls, one per call of a group (call k owns buffers k x kBuffersPerColl
+/// onwards): what this rank's messages of call k carry, and what it expects on the messages it receives for call
+/// k. Empty spans stand for one all-zero stamp (the interpreter, tests of plans alone).
+struct PlanStamps {
+  std::span<const MsgStamp> send;
+  std::span<const MsgStamp> expect;
+};
+
 class PlanRunner : public Waitable {
  public:
   /// `buffers[i]` is the base of plan buffer i (nullptr allowed where the plan never touches it); the list,
   /// like the plan, must outlive the runner;
-  /// `connFor(peer)` returns the connection to that peer (called lazily, at most once per peer).
+  /// `connFor(peer)` returns the connection to that peer (called lazily, at most once per peer); `stamps`, like the
+  /// plan, must outlive the runner.
   PlanRunner(const Plan& plan, std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op, size_t pieceBytes,
-             std::function<Connection*(int)> connFor);
+             std::function<Connection*(int)> connFor, PlanStamps stamps = {});
   PlanRunner(const PlanRunner&) = delete;  // lanes_/conns_ may point into the runner itself
   PlanRunner& operator=(const PlanRunner&) = delete;
 
@@ -57,6 +66,8 @@ class PlanRunner : public Waitable {
   /// Runs one piece of `op` starting at element `at`; returns false if it must wait.
   bool runPiece(const Op& op, size_t at, size_t n);
   char* addr(const Region& r, size_t at) const;
+  /// The stamp of the call `op` belongs to, from `stamps` (send or expect).
+  static const MsgStamp& stampOf(std::span<const MsgStamp> stamps, const Op& op);
   Connection* conn(int peer);
 
   const Plan& plan_;
@@ -66,6 +77,7 @@ class PlanRunner : public Waitable {
   ReduceKind op_;
   size_t pieceElems_;
   std::function<Connection*(int)> connFor_;
+  PlanStamps stamps_;
   // Per-peer connection cache and per-lane state. Small plans (every small-message call) keep them inline:
   // a small all-reduce costs a few hundred nanoseconds in all, and two heap allocations are a visible part.
   static constexpr size_t kInlinePeers = 16, kInlineLanes = 8;

@@ -66,6 +66,8 @@ void Progress::drive(Waitable& w, const OpLabel& label, const char* phase) {
         moved = conns_.progressAll();
         if (moved) continue;
       }
+    } catch (const StampMismatch&) {
+      throw;  // the caller names both calls (CollectiveExecutor::runPlan)
     } catch (const Error& e) {
       throw Error(e.code(), explainRemote(whatStr(), e));
     }

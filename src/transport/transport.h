@@ -9,10 +9,33 @@
 #include <string>
 #include <vector>
 
+#include "util/error.h"
+
 namespace strata {
 
 class PeerExchange;
 struct Config;
+
+/// Which call a message belongs to, as the executor encodes it (core/call.h: sequence number, collective, type,
+/// op, count, root). Opaque here: every message carries the sender's stamp and the receiver compares it with the
+/// stamp it expects, so ranks that run different calls get an error instead of each other's bytes.
+struct MsgStamp {
+  uint64_t lo = 0, hi = 0;
+  friend bool operator==(const MsgStamp&, const MsgStamp&) = default;
+};
+
+/// A message whose stamp is not the one the receiver expected: the ranks are running different calls. The
+/// executor turns it into an error that names both calls.
+class StampMismatch : public InvalidUsage {
+ public:
+  StampMismatch(int me, int peer, const MsgStamp& expected, const MsgStamp& got)
+      : InvalidUsage(strprintf("rank %d got a message of another call from rank %d", me, peer)),
+        peer(peer),
+        expected(expected),
+        got(got) {}
+  int peer;
+  MsgStamp expected, got;
+};
 
 /// A bidirectional, ordered, message-based link to one peer. Each direction holds up to
 /// Config::nslots messages of at most Config::pieceBytes each.
@@ -21,15 +44,16 @@ class Connection {
   virtual ~Connection() = default;
 
   /// A buffer for the next outgoing message of `bytes` (<= pieceBytes), or nullptr while the peer's
-  /// receive side is full. The caller fills it, then calls sendCommit(bytes). At most one reservation is
-  /// outstanding per connection.
+  /// receive side is full. The caller fills it, then calls sendCommit(bytes, stamp). At most one reservation
+  /// is outstanding per connection.
   virtual void* trySendReserve(size_t bytes) = 0;
-  virtual void sendCommit(size_t bytes) = 0;
+  virtual void sendCommit(size_t bytes, const MsgStamp& stamp) = 0;
 
-  /// The next incoming message, or nullptr if it has not fully arrived. Throws InvalidUsage if the message
-  /// has another size than `bytes` (the ranks disagree about the operation) and RemoteError if the peer is
-  /// gone. The pointer stays valid until recvRelease().
-  virtual const void* tryRecvPeek(size_t bytes) = 0;
+  /// The next incoming message, or nullptr if it has not fully arrived. Throws StampMismatch if it carries
+  /// another stamp than `expected` (checked first), InvalidUsage if it has another size than `bytes` (the
+  /// ranks disagree about the plan) and RemoteError if the peer is gone. The pointer stays valid until
+  /// recvRelease().
+  virtual const void* tryRecvPeek(size_t bytes, const MsgStamp& expected) = 0;
   virtual void recvRelease() = 0;
 
   /// Moves queued bytes (TCP). Returns true if anything moved. Throws RemoteError on a broken link.

@@ -5,8 +5,11 @@
 // communicator on purpose and leaves with _exit(), the way a fork()ed worker ends, while the other ranks
 // go on with collectives among themselves. They must finish them all; only what needs the root afterwards
 // (a split) fails, with an error that says why.
+//
+// With --until FILE, a job that runs while a stranger floods its listeners (see untilFile).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -97,10 +100,59 @@ int rootExitsEarly() {
   return 5;
 }
 
+// With --until FILE: a job under attack (test_flood.sh). The ranks run checked all-reduces, and every few
+// iterations a split communicator with its own new connections, until FILE exists (rank 0 looks; all stop at the
+// same iteration) or 300 s passed. Exits 0 only if every call succeeded with the right result.
+int untilFile(const char* file) {
+  strataComm_t world;
+  strataResult_t r = strataCommInitFromEnv(&world);
+  if (r != strataSuccess) {
+    std::fprintf(stderr, "FAIL init: %s: %s\n", strataGetErrorString(r), strataGetLastError(nullptr));
+    return 1;
+  }
+  int rank = 0, size = 0;
+  strataCommUserRank(world, &rank);
+  strataCommCount(world, &size);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> v(4096);
+  int it = 0;
+  for (;; ++it) {
+    int stop =
+        rank == 0 && (access(file, F_OK) == 0 || std::chrono::steady_clock::now() - start > std::chrono::seconds(300));
+    r = strataAllReduce(&stop, &stop, 1, strataInt32, strataMax, world, nullptr);
+    if (r != strataSuccess) break;
+    if (stop) break;
+    strataComm_t comm = world, split = nullptr;
+    if (it % 4 == 3) {
+      r = strataCommSplit(world, 0, size - 1 - rank, &split, nullptr);
+      if (r != strataSuccess) break;
+      comm = split;
+    }
+    std::fill(v.begin(), v.end(), rank + it);
+    r = strataAllReduce(v.data(), v.data(), v.size(), strataInt32, strataSum, comm, nullptr);
+    const int want = size * it + size * (size - 1) / 2;
+    if (r == strataSuccess && (v[0] != want || v.back() != want)) {
+      std::fprintf(stderr, "FAIL rank %d iteration %d: got %d, want %d\n", rank, it, v[0], want);
+      return 3;
+    }
+    if (split) strataCommDestroy(split);
+    if (r != strataSuccess) break;
+  }
+  if (r != strataSuccess) {
+    std::fprintf(stderr, "FAIL rank %d iteration %d: %s: %s\n", rank, it, strataGetErrorString(r),
+                 strataGetLastError(world));
+    return 2;
+  }
+  std::printf("rank %d: %d iterations (%d splits), all correct\n", rank, it, it / 4);
+  strataCommDestroy(world);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--root-exits-early") == 0) return rootExitsEarly();
+  if (argc > 2 && std::strcmp(argv[1], "--until") == 0) return untilFile(argv[2]);
   const size_t count = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (4u << 20);
   strataComm_t comm;
   strataResult_t r = strataCommInitFromEnv(&comm);

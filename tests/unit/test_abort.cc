@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,20 +30,20 @@ std::vector<strataComm_t> threadRanks(int n) {
 /// from this thread once the call has had time to block, and checks that the call came back with an error naming
 /// the abort. Rank 1 is destroyed afterwards; it may or may not have heard of rank 0's abort, either is fine.
 template <typename Call>
-void abortWhileBlocked(Call blocked, int rounds = 6) {
+void abortWhileBlocked(Call blocked, int rounds = 6, int blockedRank = 0) {
   for (int round = 0; round < rounds; ++round) {
     std::vector<strataComm_t> comms = threadRanks(2);
     ASSERT_NE(comms[0], nullptr);
     ASSERT_NE(comms[1], nullptr);
     std::atomic<int> result{-1};
     std::string error;
-    std::thread caller([&] { result = blocked(comms[0], error); });
+    std::thread caller([&] { result = blocked(comms[blockedRank], error); });
     std::this_thread::sleep_for(std::chrono::milliseconds(50 + 20 * round));
-    EXPECT_EQ(strataCommAbort(comms[0]), strataSuccess);
+    EXPECT_EQ(strataCommAbort(comms[blockedRank]), strataSuccess);
     caller.join();
     EXPECT_NE(result.load(), static_cast<int>(strataSuccess)) << "round " << round;
     EXPECT_NE(error.find("abort"), std::string::npos) << "round " << round << ": " << error;
-    strataCommDestroy(comms[1]);
+    strataCommDestroy(comms[1 - blockedRank]);
   }
 }
 
@@ -102,6 +103,29 @@ TEST(Abort, FromAnotherThreadUnblocksQueuedAndAsyncWork) {
     if (workError.find("abort") == std::string::npos) error = "async work: " + workError;
     return r;
   });
+}
+
+// Async work waiting for its first connection: over tcp the higher rank of a pair listens for the lower one's
+// sockets, a wait of the transport's own (not the bootstrap's), which an abort must end too. (It waited until
+// the peer came, or until STRATA_TIMEOUT_MS.)
+TEST(Abort, FromAnotherThreadUnblocksATcpConnectionSetUp) {
+  setenv("STRATA_TRANSPORT", "tcp", 1);
+  setenv("STRATA_TIMEOUT_MS", "20000", 1);  // a wait the abort missed ends as a timeout, whose error names no abort
+  std::vector<float> x(1024, 1.0f), y(x.size());
+  abortWhileBlocked(
+      [&](strataComm_t c, std::string& error) {
+        strataWork_t work = nullptr;
+        strataGroupStart();
+        strataAllReduce(x.data(), y.data(), x.size(), strataFloat32, strataSum, c, nullptr);
+        if (strataGroupEndAsync(&work) != strataSuccess) return strataInternalError;
+        strataResult_t w = strataWorkWait(work, -1);
+        error = strataWorkError(work);
+        strataWorkFree(work);
+        return w;
+      },
+      4, /*blockedRank=*/1);
+  unsetenv("STRATA_TRANSPORT");
+  unsetenv("STRATA_TIMEOUT_MS");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -215,22 +216,22 @@ size_t messageSize(uint64_t k, size_t pieceBytes) {
 }
 
 // Polls until a message of `bytes` arrives; returns it (not yet released).
-const void* recvBlocking(Connection& c, size_t bytes) {
+const void* recvBlocking(Connection& c, size_t bytes, const MsgStamp& expect = {}) {
   const auto start = Clock::now();
   while (true) {
-    if (const void* p = c.tryRecvPeek(bytes)) return p;
+    if (const void* p = c.tryRecvPeek(bytes, expect)) return p;
     c.progress();
     checkNotStuck(start, "receiving");
     std::this_thread::yield();
   }
 }
 
-void sendBlocking(Connection& c, const void* data, size_t bytes) {
+void sendBlocking(Connection& c, const void* data, size_t bytes, const MsgStamp& stamp = {}) {
   const auto start = Clock::now();
   while (true) {
     if (void* p = c.trySendReserve(bytes)) {
       std::memcpy(p, data, bytes);
-      c.sendCommit(bytes);
+      c.sendCommit(bytes, stamp);
       return;
     }
     c.progress();
@@ -304,13 +305,13 @@ TEST_P(TransportTest, StreamsBothWaysInOrder) {
         const size_t size = messageSize(sent, cfg.pieceBytes);
         if (auto* p = static_cast<uint8_t*>(conn->trySendReserve(size))) {
           for (size_t i = 0; i < size; ++i) p[i] = patternByte(rank, sent, i);
-          conn->sendCommit(size);
+          conn->sendCommit(size, {});
           ++sent;
         }
       }
       if (received < n) {
         const size_t size = messageSize(received, cfg.pieceBytes);
-        if (auto* p = static_cast<const uint8_t*>(conn->tryRecvPeek(size))) {
+        if (auto* p = static_cast<const uint8_t*>(conn->tryRecvPeek(size, {}))) {
           // Payloads are 64-byte aligned, except shm's small messages, which ride in the slot header's
           // cache line (16-byte aligned, after the size and ready words).
           const size_t align = GetParam().kind == "shm" && size <= 48 ? 16 : 64;
@@ -356,7 +357,7 @@ TEST_P(TransportTest, SenderCanCommitNslotsAheadOfTheReceiver) {
           if (!p) break;
         }
         std::memset(p, count + 1, cfg.pieceBytes);
-        conn->sendCommit(cfg.pieceBytes);
+        conn->sendCommit(cfg.pieceBytes, {});
         ++count;
       }
       if (isShm) {
@@ -406,7 +407,7 @@ TEST_P(TransportTest, SizeMismatchIsInvalidUsage) {
       bool threw = false;
       while (!threw) {
         try {
-          if (conn->tryRecvPeek(expected)) break;
+          if (conn->tryRecvPeek(expected, {})) break;
         } catch (const InvalidUsage& e) {
           threw = true;
           EXPECT_NE(std::string(e.what()).find(strprintf("rank 0 expected a %zu-byte message from rank 1 but got %zu "
@@ -419,10 +420,55 @@ TEST_P(TransportTest, SizeMismatchIsInvalidUsage) {
         checkNotStuck(start, "waiting for the mismatch");
       }
       EXPECT_TRUE(threw);
-      auto* p = static_cast<const uint8_t*>(conn->tryRecvPeek(sent));
+      auto* p = static_cast<const uint8_t*>(conn->tryRecvPeek(sent, {}));
       ASSERT_NE(p, nullptr);
       EXPECT_EQ(p[0], 3);
       conn->recvRelease();
+    }
+    exchangeBarrier(ex, 1 - rank);
+  });
+}
+
+// Stamps travel with every message, inline or not, and a message of another call is refused before its size is
+// looked at (the sizes differ here too: the stamp decides); the right stamp then takes it.
+TEST_P(TransportTest, StampMismatchIsRefusedAndStampsTravel) {
+  Hub hub;
+  const Config cfg = config();
+  const MsgStamp a{0x1234, 0xabcd}, b{0x1234, 0xabce};
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2);
+    auto conn = connect(GetParam().kind, ex, cfg, 1 - rank);
+    const std::vector<size_t> sizes{1, std::min<size_t>(32, cfg.pieceBytes), std::min<size_t>(33, cfg.pieceBytes),
+                                    cfg.pieceBytes};
+    if (rank == 1) {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        std::vector<uint8_t> data(sizes[i], static_cast<uint8_t>(i + 1));
+        sendBlocking(*conn, data.data(), data.size(), MsgStamp{a.lo + i, a.hi});
+      }
+      flushBlocking(*conn);
+    } else {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const MsgStamp right{a.lo + i, a.hi}, wrong{b.lo + i, b.hi};
+        const auto start = Clock::now();
+        bool threw = false;
+        while (!threw) {
+          try {
+            if (conn->tryRecvPeek(sizes[i] + 1, wrong)) break;
+          } catch (const StampMismatch& e) {
+            threw = true;
+            EXPECT_EQ(e.peer, 1);
+            EXPECT_EQ(e.expected, wrong);
+            EXPECT_EQ(e.got, right);
+          }
+          conn->progress();
+          checkNotStuck(start, "waiting for the stamp mismatch");
+        }
+        EXPECT_TRUE(threw) << "message " << i;
+        auto* p = static_cast<const uint8_t*>(recvBlocking(*conn, sizes[i], right));
+        EXPECT_EQ(p[0], i + 1);
+        EXPECT_EQ(p[sizes[i] - 1], i + 1);
+        conn->recvRelease();
+      }
     }
     exchangeBarrier(ex, 1 - rank);
   });
@@ -607,7 +653,7 @@ TEST(ShmTransport, DeadPeerProcessIsRemoteError) {
       void* p = conn->trySendReserve(4);
       if (p) {
         std::memcpy(p, &v, 4);
-        conn->sendCommit(4);
+        conn->sendCommit(4, {});
         rc = 0;
       }
       _exit(rc);  // abruptly: no destructor, no closed flag
@@ -625,7 +671,7 @@ TEST(ShmTransport, DeadPeerProcessIsRemoteError) {
   close(sv[0]);
   EXPECT_EQ(shmFilesOf(commId), std::vector<std::string>{});
 
-  auto* p = static_cast<const uint32_t*>(conn->tryRecvPeek(4));
+  auto* p = static_cast<const uint32_t*>(conn->tryRecvPeek(4, {}));
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(*p, 77u);
   conn->recvRelease();
@@ -724,6 +770,59 @@ TEST(TcpTransport, UnauthenticatedSocketsAreRefused) {
     EXPECT_LE(total, tcp::kChallengeBytes) << "intruder " << i;
     close(intruders[i]);
   }
+}
+
+// A stranger floods the listener while the real peer connects: silent sockets, and some sending garbage, as fast
+// as it can, from the moment the listener's address is out until the connection is up. The real peer's sockets must
+// not be pushed out (the listener kept 64 pending sockets and dropped the oldest, so garbage evicted the peer).
+TEST(TcpTransport, FloodedListenerStillAcceptsItsPeer) {
+  Hub hub;
+  std::atomic<bool> stop{false};
+  std::atomic<int> made{0};
+  std::thread flooder;
+  hub.onSend = [&](int from, int, uint32_t tag, const std::vector<uint8_t>& msg) {
+    if (from != 1 || tag != 1 || flooder.joinable()) return;
+    const auto addr = tcp::parseHostPort(std::string(msg.begin(), msg.end()));
+    flooder = std::thread([&, addr] {
+      std::deque<int> held;
+      while (!stop) {
+        if (held.size() >= 400) {
+          close(held.front());
+          held.pop_front();
+        }
+        int fd = socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) break;
+        if (::connect(fd, addr.sa(), addr.len) != 0 && errno != EINPROGRESS) {
+          close(fd);
+          continue;
+        }
+        if (++made % 5 == 0) (void)::send(fd, "garbage garbage garbage garbage", 31, MSG_NOSIGNAL);
+        held.push_back(fd);
+      }
+      for (int fd : held) close(fd);
+    });
+    // The peer learns the address only once the flood is on.
+    while (made < 200) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  Config cfg;
+  cfg.nsocks = 4;
+  cfg.nslots = 4;
+  cfg.pieceBytes = 1024;
+  cfg.timeoutMs = 60000;
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2);
+    auto conn = connectTcp(ex, cfg, 1 - rank, 1);
+    uint32_t v = 40 + rank, got = 0;
+    sendBlocking(*conn, &v, 4);
+    std::memcpy(&got, recvBlocking(*conn, 4), 4);
+    EXPECT_EQ(got, 40u + (1 - rank));
+    conn->recvRelease();
+    flushBlocking(*conn);
+    exchangeBarrier(ex, 1 - rank);
+  });
+  stop = true;
+  if (flooder.joinable()) flooder.join();
+  EXPECT_GT(made.load(), 64) << "the flood was too small to test anything";
 }
 
 // Two ranks with different secrets never connect: both fail (no hang, no connection).

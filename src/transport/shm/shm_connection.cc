@@ -221,20 +221,22 @@ class ShmConnection final : public Connection {
     return bytes <= kInlineBytes ? static_cast<void*>(h->inlineData) : static_cast<void*>(h + 1);
   }
 
-  void sendCommit(size_t bytes) override {
+  void sendCommit(size_t bytes, const MsgStamp& stamp) override {
     if (!reserved_ || bytes > pieceBytes_) {
       throw InternalError(
           strprintf("rank %d: sendCommit(%zu) to rank %d without a matching trySendReserve", me_, bytes, peer_));
     }
     ShmSlotHeader* h = slotHeader(txSlots_, stride_, txSlot_);
     h->size = bytes;
+    h->stampLo = stamp.lo;
+    h->stampHi = stamp.hi;
     h->ready.store(txHead_ + 1, std::memory_order_release);
     reserved_ = false;
     tx_->head.store(++txHead_, std::memory_order_release);
     if (++txSlot_ == nslots_) txSlot_ = 0;
   }
 
-  const void* tryRecvPeek(size_t bytes) override {
+  const void* tryRecvPeek(size_t bytes, const MsgStamp& expected) override {
     const ShmSlotHeader* h = slotHeader(rxSlots_, stride_, rxSlot_);
     uint64_t ready = h->ready.load(std::memory_order_acquire);
     if (ready != rxTail_ + 1) {
@@ -248,10 +250,13 @@ class ShmConnection final : public Connection {
     }
     const uint64_t size = h->size;
     if (size > pieceBytes_) corrupted(ready, size);
+    if (h->stampLo != expected.lo || h->stampHi != expected.hi) [[unlikely]]
+      throw StampMismatch(me_, peer_, expected, MsgStamp{h->stampLo, h->stampHi});
     if (size != bytes) {
       throw InvalidUsage(
-          strprintf("rank %d expected a %zu-byte message from rank %d but got %llu bytes: the ranks "
-                    "called different collectives or counts",
+          strprintf("rank %d expected a %zu-byte message from rank %d but got %llu bytes: the ranks run "
+                    "the same call with different plans (is STRATA_ALGO, STRATA_PIECE_BYTES or STRATA_NSLOTS set "
+                    "differently?)",
                     me_, bytes, peer_, static_cast<unsigned long long>(size)));
     }
     rxPeeked_ = true;

@@ -6,7 +6,8 @@
 // The sender writes a message straight into the next free slot (so a fused reduce writes into the peer's
 // memory, one copy), fills the slot header and publishes the message by storing its sequence number + 1
 // into the header's `ready` word (release); it also bumps `head`, which only the slow paths read. The
-// receiver polls the next slot's `ready` (acquire), reads the payload in place and frees the slot by
+// receiver polls the next slot's `ready` (acquire), checks the slot's stamp against the call it runs (so ranks
+// running different calls fail instead of mixing data), reads the payload in place and frees the slot by
 // bumping `tail` (release). Messages of up to kInlineBytes travel inside the header's own cache line, so a
 // small message costs the receiver one cache-line transfer, with its flag (as NCCL's LL protocol does),
 // instead of a counter line plus a header line plus a payload line.
@@ -22,7 +23,7 @@
 namespace strata::shm {
 
 inline constexpr uint64_t kFifoMagic = 0x5354524153484d31ull;  // "STRASHM1"
-inline constexpr uint32_t kFifoVersion = 2;
+inline constexpr uint32_t kFifoVersion = 3;                    // 3: slot headers carry the call's stamp
 // Two cache lines: adjacent-line prefetchers pull lines in pairs.
 inline constexpr size_t kLinePair = 128;
 inline constexpr size_t kSlotHeaderBytes = 64;
@@ -56,7 +57,8 @@ struct alignas(kLinePair) ShmFifoHeader {
 struct alignas(kSlotHeaderBytes) ShmSlotHeader {
   uint64_t size;                 // bytes in this message
   std::atomic<uint64_t> ready;   // message index + 1 once the message is complete (written last)
-  unsigned char inlineData[48];  // the payload of messages of at most kInlineBytes
+  uint64_t stampLo, stampHi;     // the call it belongs to (transport.h, MsgStamp)
+  unsigned char inlineData[32];  // the payload of messages of at most kInlineBytes
 };
 static_assert(sizeof(ShmSlotHeader) == kSlotHeaderBytes);
 inline constexpr size_t kInlineBytes = sizeof(ShmSlotHeader::inlineData);

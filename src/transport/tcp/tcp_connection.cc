@@ -7,7 +7,7 @@
 // closed and the listener keeps waiting until the deadline. It then tells the connecting rank through the
 // exchange whether setup succeeded, so both sides fail together.
 //
-// Data path (every call non-blocking): on the wire a message is a 16-byte header {size, seq} followed by the
+// Data path (every call non-blocking): on the wire a message is a 32-byte header {size, seq, stamp} followed by the
 // payload. The sender owns nslots staging buffers; sendCommit queues one and tries to write it right away,
 // progress() writes the rest (sendmsg, gathering every queued message of a socket). The receiver owns nslots
 // receive buffers and reads ahead into all free ones (recvmsg scattering a payload and the next header), so
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bootstrap/peer_exchange.h"
+#include "bootstrap/socket_io.h"
 #include "transport/staging_buffer.h"
 #include "transport/tcp/tcp_auth.h"
 #include "transport/tcp/tcp_socket.h"
@@ -44,11 +45,13 @@ namespace {
 struct MsgHeader {
   uint64_t size;
   uint64_t seq;
+  MsgStamp stamp;  // the call the message belongs to
 };
+static_assert(sizeof(MsgHeader) == 32, "the wire header has no padding");
 constexpr size_t kHdr = sizeof(MsgHeader);
 constexpr int kMaxIov = 64;
-constexpr size_t kMaxPending = 64;  // unauthenticated sockets a listener keeps at once
 constexpr int kCloseFlushMs = 2000;
+constexpr int kSetupPollMs = 50;  // how often a listener in set-up looks for an abort
 
 enum Verdict : uint8_t { kVerdictFailed = 0, kVerdictOk = 1, kVerdictInvalidUsage = 2 };
 
@@ -119,14 +122,14 @@ class TcpConnection final : public Connection {
     return sendPayload(sendHead_ % nslots_);
   }
 
-  void sendCommit(size_t bytes) override {
+  void sendCommit(size_t bytes, const MsgStamp& stamp) override {
     if (!reserved_ || bytes > pieceBytes_) {
       throw InternalError(
           strprintf("rank %d: sendCommit(%zu) to rank %d without a matching trySendReserve", me_, bytes, peer_));
     }
     reserved_ = false;
     const uint64_t slot = sendHead_ % nslots_;
-    sendHdr_[slot] = MsgHeader{bytes, sendHead_};
+    sendHdr_[slot] = MsgHeader{bytes, sendHead_, stamp};
     sendDone_[slot] = 0;
     Sock& s = socks_[sendHead_ % nsocks_];
     ++sendHead_;
@@ -135,7 +138,7 @@ class TcpConnection final : public Connection {
     advanceSendTail();
   }
 
-  const void* tryRecvPeek(size_t bytes) override {
+  const void* tryRecvPeek(size_t bytes, const MsgStamp& expected) override {
     const uint64_t slot = recvHead_ % nslots_;
     if (!recvReady_[slot]) {
       Sock& s = socks_[recvHead_ % nsocks_];
@@ -145,11 +148,14 @@ class TcpConnection final : public Connection {
         return nullptr;
       }
     }
+    if (recvHdr_[slot].stamp != expected) [[unlikely]]
+      throw StampMismatch(me_, peer_, expected, recvHdr_[slot].stamp);
     const uint64_t size = recvHdr_[slot].size;
     if (size != bytes) {
       throw InvalidUsage(
-          strprintf("rank %d expected a %zu-byte message from rank %d but got %llu bytes: the ranks "
-                    "called different collectives or counts",
+          strprintf("rank %d expected a %zu-byte message from rank %d but got %llu bytes: the ranks run "
+                    "the same call with different plans (is STRATA_ALGO, STRATA_PIECE_BYTES or STRATA_NSLOTS set "
+                    "differently?)",
                     me_, bytes, peer_, static_cast<unsigned long long>(size)));
     }
     return recvPayload(slot);
@@ -354,13 +360,17 @@ class TcpConnection final : public Connection {
 
 struct PendingSocket {
   Fd fd;
+  Clock::time_point accepted = Clock::now();
   std::string from;
   uint8_t challenge[kChallengeBytes];
   Hello hello;
   size_t got = 0;
 };
 
-// Accepts nsocks authenticated sockets from `peer` on `listener`. Returns them by socket index.
+// Accepts nsocks authenticated sockets from `peer` on `listener`. Returns them by socket index. Strangers (sockets
+// that have not sent a valid hello) are kept as the bootstrap root keeps them (bootstrap/socket_io.h, admission):
+// each for a few seconds, at most kMaxStrangers at once, the oldest dropped for a newcomer only once it had its
+// chance to answer, so a flood of connections cannot push the real peer's sockets out.
 std::vector<Fd> acceptPeer(const Fd& listener, const std::string& listenAddr, const PeerExchange& exchange,
                            const Config& config, int peer, uint32_t tag, Clock::time_point deadline) {
   const int me = exchange.rank();
@@ -369,6 +379,9 @@ std::vector<Fd> acceptPeer(const Fd& listener, const std::string& listenAddr, co
   size_t have = 0;
   std::deque<PendingSocket> pending;
   std::string lastRefusal;
+  namespace adm = bootstrap_io::admission;
+  const size_t maxStrangers = adm::maxStrangers();
+  Clock::time_point acceptPause = Clock::time_point::min();  // the listener is not polled until then
 
   auto refuse = [&](PendingSocket& p, const std::string& why) {
     lastRefusal = "refused " + p.from + ": " + why;
@@ -377,6 +390,7 @@ std::vector<Fd> acceptPeer(const Fd& listener, const std::string& listenAddr, co
   };
 
   while (have < nsocks) {
+    exchange.throwIfCancelled();
     if (Clock::now() >= deadline) {
       throw TimeoutError(
           strprintf("rank %d: rank %d connected %zu of %zu tcp sockets to %s within "
@@ -384,10 +398,22 @@ std::vector<Fd> acceptPeer(const Fd& listener, const std::string& listenAddr, co
                     me, peer, have, nsocks, listenAddr.c_str(), static_cast<long long>(config.timeoutMs),
                     lastRefusal.empty() ? "" : "; last ", lastRefusal.c_str()));
     }
+    // Strangers past their own deadline go.
+    const auto now = Clock::now();
+    for (auto& p : pending) {
+      if (now - p.accepted >= std::chrono::milliseconds(adm::kHelloDeadlineMs))
+        refuse(p, strprintf("no hello within %lld ms", static_cast<long long>(adm::kHelloDeadlineMs)));
+    }
+    pending.erase(std::remove_if(pending.begin(), pending.end(), [](const PendingSocket& p) { return !p.fd; }),
+                  pending.end());
+    Clock::time_point wake = deadline;
+    if (!pending.empty())
+      wake = std::min(wake, pending.front().accepted + std::chrono::milliseconds(adm::kHelloDeadlineMs));
+    if (acceptPause > now) wake = std::min(wake, acceptPause);
     std::vector<pollfd> pfds;
-    pfds.push_back({listener.get(), POLLIN, 0});
+    pfds.push_back({listener.get(), static_cast<short>(acceptPause > now ? 0 : POLLIN), 0});
     for (auto& p : pending) pfds.push_back({p.fd.get(), POLLIN, 0});
-    int rc = ::poll(pfds.data(), pfds.size(), std::max(1, msLeft(deadline)));
+    int rc = ::poll(pfds.data(), pfds.size(), std::max(1, msLeft(wake, kSetupPollMs)));
     if (rc < 0) {
       if (errno == EINTR) continue;
       STRATA_THROW_SYS("poll on the tcp listener");
@@ -431,6 +457,15 @@ std::vector<Fd> acceptPeer(const Fd& listener, const std::string& listenAddr, co
     // New connections: challenge each.
     if (pfds[0].revents != 0) {
       while (true) {
+        if (pending.size() >= maxStrangers) {
+          // Full: the oldest stranger goes if it had its chance to answer, else newcomers wait in the backlog.
+          if (Clock::now() - pending.front().accepted < std::chrono::milliseconds(adm::kHelloChanceMs)) {
+            acceptPause = Clock::now() + std::chrono::milliseconds(adm::kAcceptPauseMs);
+            break;
+          }
+          refuse(pending.front(), strprintf("no hello while %zu other connections waited", pending.size() - 1));
+          pending.pop_front();
+        }
         int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
           if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -448,7 +483,6 @@ std::vector<Fd> acceptPeer(const Fd& listener, const std::string& listenAddr, co
             static_cast<ssize_t>(sizeof(p.challenge))) {
           continue;  // a fresh socket takes 16 bytes; if not, it is not worth keeping
         }
-        if (pending.size() >= kMaxPending) pending.pop_front();
         pending.push_back(std::move(p));
       }
     }
@@ -465,7 +499,7 @@ std::vector<Fd> listenSide(PeerExchange& exchange, const Config& config, int pee
   if (::bind(listener.get(), local.sa(), local.len) != 0) {
     throw SysError(strprintf("rank %d: bind tcp listener to %s", me, local.str().c_str()), errno);
   }
-  if (::listen(listener.get(), 128) != 0) STRATA_THROW_SYS(strprintf("rank %d: listen", me));
+  if (::listen(listener.get(), SOMAXCONN) != 0) STRATA_THROW_SYS(strprintf("rank %d: listen", me));
   const std::string listenAddr = localName(listener.get());
   exchange.send(peer, tag, listenAddr.data(), listenAddr.size());
 

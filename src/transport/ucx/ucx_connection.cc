@@ -3,15 +3,16 @@
 // Data path (every call non-blocking): message number s of a direction carries tag recvKey + s, so each
 // posted receive can only match its own message, whatever the arrival order. The receiver keeps a ring of
 // nslots slots of pieceBytes with a receive posted in every free slot; tryRecvPeek returns the next slot once
-// its receive completed. The sender fills a ring of nslots staging slots; sendCommit posts ucp_tag_send_nbx
-// from the slot, which is free again once that request completes (eager: handed to the UCX transport;
-// rendezvous: the receiver took it). flushed() is true once every send request completed. (Not an endpoint
-// flush: over tcp, UCX's flush waits for the peer's worker to answer, which a peer that already returned from
-// its collective does not do until its next call.)
+// its receive completed and its stamp (the 16 bytes after the payload) matches the call that reads it. The sender fills
+// a ring of nslots staging slots; sendCommit posts ucp_tag_send_nbx from the slot, which is free again once that
+// request completes (eager: handed to the UCX transport; rendezvous: the receiver took it). flushed() is true once
+// every send request completed. (Not an endpoint flush: over tcp, UCX's flush waits for the peer's worker to answer,
+// which a peer that already returned from its collective does not do until its next call.)
 #include "transport/ucx/ucx_connection.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -35,7 +36,7 @@ UcxConnection::UcxConnection(std::shared_ptr<Worker> worker, int me, int peer, c
       me_(me),
       peer_(peer),
       pieceBytes_(config.pieceBytes),
-      stride_((config.pieceBytes + 63) / 64 * 64),
+      stride_((config.pieceBytes + kStampBytes + 63) / 64 * 64),
       nslots_(static_cast<uint64_t>(config.nslots)),
       sendBuf_(allocStagingBuffer(stride_ * nslots_, "UCX")),
       recvBuf_(allocStagingBuffer(stride_ * nslots_, "UCX")),
@@ -69,7 +70,7 @@ void* UcxConnection::trySendReserve(size_t bytes) {
   return sendPayload(sendHead_ % nslots_);
 }
 
-void UcxConnection::sendCommit(size_t bytes) {
+void UcxConnection::sendCommit(size_t bytes, const MsgStamp& stamp) {
   if (!reserved_ || bytes > pieceBytes_) {
     throw InternalError(
         strprintf("rank %d: sendCommit(%zu) to rank %d without a matching trySendReserve", me_, bytes, peer_));
@@ -77,23 +78,29 @@ void UcxConnection::sendCommit(size_t bytes) {
   reserved_ = false;
   const uint64_t slot = sendHead_ % nslots_;
   std::lock_guard<std::mutex> lk(mu_);
-  void* r = api_.tag_send_nbx(ep_, sendPayload(slot), bytes, sendKey_ + sendHead_, &hostParam_);
+  std::memcpy(sendPayload(slot) + bytes, &stamp, kStampBytes);
+  void* r = api_.tag_send_nbx(ep_, sendPayload(slot), bytes + kStampBytes, sendKey_ + sendHead_, &hostParam_);
   if (UCS_PTR_IS_ERR(r)) throwFailed("sending", UCS_PTR_STATUS(r));
   sendReq_[slot] = r;  // null: already complete (UCX copied it)
   ++sendHead_;
 }
 
-const void* UcxConnection::tryRecvPeek(size_t bytes) {
+const void* UcxConnection::tryRecvPeek(size_t bytes, const MsgStamp& expected) {
   const uint64_t slot = recvHead_ % nslots_;
   if (!recvDone_[slot]) {
     std::lock_guard<std::mutex> lk(mu_);
     if (!awaitRecv(slot)) return nullptr;
   }
-  if (recvLen_[slot] != bytes) {
+  const size_t got = recvLen_[slot] - kStampBytes;  // testRecv refused messages shorter than a stamp
+  MsgStamp stamp;
+  std::memcpy(&stamp, recvPayload(slot) + got, kStampBytes);
+  if (stamp != expected) [[unlikely]]
+    throw StampMismatch(me_, peer_, expected, stamp);
+  if (got != bytes) {
     throw InvalidUsage(
-        strprintf("rank %d expected a %zu-byte message from rank %d but got %zu bytes: the ranks "
-                  "called different collectives or counts",
-                  me_, bytes, peer_, recvLen_[slot]));
+        strprintf("rank %d expected a %zu-byte message from rank %d but got %zu bytes: the ranks run the same call "
+                  "with different plans (is STRATA_ALGO, STRATA_PIECE_BYTES or STRATA_NSLOTS set differently?)",
+                  me_, bytes, peer_, got));
   }
   return recvPayload(slot);
 }
@@ -221,32 +228,49 @@ void UcxConnection::close() {
         api_.request_free(r);  // the closing endpoint flushes it; its payload lives in ep_state_
       }
     }
-    // An orderly close flushes the endpoint (the goodbye included); after a failure, or with messages
-    // stuck, it is released at once. Either way the worker finishes it: nothing here waits for the peer.
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = sentAll && !ep_state_->failed ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
-    void* r = api_.ep_close_nbx(ep_, &p);
-    if (r && !UCS_PTR_IS_ERR(r)) worker_->retire(r, std::move(ep_state_));
-    ep_ = nullptr;
     // Receives still posted: cancel them (an unmatched receive cancels at once).
     for (void* q : recvReq_)
       if (q && api_.request_check_status(q) == UCS_INPROGRESS) api_.request_cancel(wh_, q);
     for (void* q : {helloReq_, goodbyeReq_})
       if (q && api_.request_check_status(q) == UCS_INPROGRESS) api_.request_cancel(wh_, q);
   }
-  // Every request on our buffers must be finished before they go.
-  bool buffersFree = true;
+  // Every request on our buffers must be finished before they go, and before the endpoint closes: UCX 1.13 aborts
+  // when an endpoint is closed under a rendezvous it has not finished (ucp_ep_destroy_base asserts on its list of
+  // requests), which is what a peer that gave up on the same call leaves behind. A failed endpoint's requests are
+  // cancelled by the worker soon, so they are waited for; against a live peer only briefly.
+  const bool failed = ep_state_ && ep_state_->failed;
+  const auto settle = failed ? deadline : std::min(deadline, Clock::now() + std::chrono::milliseconds(20));
+  std::vector<void*> unfinished;
   for (auto* list : {&sendReq_, &recvReq_}) {
     for (auto& q : *list) {
-      if (q && waitRequest(q, deadline) == UCS_INPROGRESS) {
-        std::lock_guard<std::mutex> lk(mu_);
-        api_.request_free(q);
-        q = nullptr;
-        buffersFree = false;
-        worker_->abandonRequest();
-      }
+      if (q && waitRequest(q, settle) == UCS_INPROGRESS) unfinished.push_back(std::exchange(q, nullptr));
     }
+  }
+  const bool buffersFree = unfinished.empty();
+  if (ep_) {
+    std::lock_guard<std::mutex> lk(mu_);
+    // An orderly close flushes the endpoint (the goodbye included); after a failure, or with messages
+    // stuck, it is released at once. Either way the worker finishes it: nothing here waits for the peer.
+    const unsigned flags = sentAll && !ep_state_->failed ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+    if (unfinished.empty()) {
+      worker_->drain();
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = flags;
+      void* r = api_.ep_close_nbx(ep_, &p);
+      if (r && !UCS_PTR_IS_ERR(r)) worker_->retire(r, std::move(ep_state_));
+    } else {
+      STRATA_INFO(kLogNet,
+                  "rank %d: %zu ucx request(s) with rank %d unfinished at close; the endpoint closes when "
+                  "they finish",
+                  me_, unfinished.size(), peer_);
+      worker_->deferClose(ep_, std::move(unfinished), std::move(ep_state_));
+    }
+    ep_ = nullptr;
+  } else if (!unfinished.empty()) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (void* q : unfinished) api_.request_free(q);
+    worker_->abandonRequest();
   }
   for (void** q : {&helloReq_, &goodbyeReq_}) {
     if (*q && waitRequest(*q, deadline) == UCS_INPROGRESS) {
@@ -261,7 +285,7 @@ void UcxConnection::close() {
   }
   if (!buffersFree) {
     // UCX still owns a request on these buffers: leak them rather than let it write into freed memory.
-    STRATA_WARN(kLogNet, "rank %d: ucx requests to/from rank %d still pending at close; leaking their buffers", me_,
+    STRATA_INFO(kLogNet, "rank %d: ucx requests to/from rank %d still pending at close; leaking their buffers", me_,
                 peer_);
     (void)sendBuf_.release();
     (void)recvBuf_.release();

@@ -31,6 +31,8 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kFullMask = ~uint64_t{0};
 constexpr uint64_t kHelloTagOffset = 1;    // tag = key - 1
 constexpr uint64_t kGoodbyeTagOffset = 2;  // tag = key - 2
+// Every data message ends with the stamp of its call (transport.h), after the payload so payloads stay aligned.
+constexpr size_t kStampBytes = sizeof(MsgStamp);
 
 enum Verdict : uint8_t { kVerdictFailed = 0, kVerdictOk = 1, kVerdictInvalidUsage = 2 };
 
@@ -55,8 +57,8 @@ class UcxConnection final : public Connection {
   void setup(PeerExchange& exchange, const Config& config, uint32_t tag);
 
   void* trySendReserve(size_t bytes) override;
-  void sendCommit(size_t bytes) override;
-  const void* tryRecvPeek(size_t bytes) override;
+  void sendCommit(size_t bytes, const MsgStamp& stamp) override;
+  const void* tryRecvPeek(size_t bytes, const MsgStamp& expected) override;
   void recvRelease() override;
   bool progress() override;
   bool flushed() override;
@@ -169,7 +171,8 @@ inline bool UcxConnection::awaitRecv(uint64_t slot) {
 
 inline void UcxConnection::postRecv(uint64_t seq) {
   const uint64_t slot = seq % nslots_;
-  void* r = api_.tag_recv_nbx(wh_, recvPayload(slot), pieceBytes_, recvKey_ + seq, kFullMask, &recvParam_);
+  void* r =
+      api_.tag_recv_nbx(wh_, recvPayload(slot), pieceBytes_ + kStampBytes, recvKey_ + seq, kFullMask, &recvParam_);
   if (UCS_PTR_IS_ERR(r)) throwFailed("posting a receive", UCS_PTR_STATUS(r));
   recvReq_[slot] = r;
   recvDone_[slot] = 0;
@@ -189,6 +192,10 @@ inline bool UcxConnection::testRecv(uint64_t slot) {
                                  pieceBytes_, peer_));
   }
   if (st != UCS_OK) throwFailed("receiving", st);
+  if (info.length < kStampBytes) {
+    throw RemoteError(strprintf("rank %d got a %zu-byte message from rank %d, shorter than its stamp", me_,
+                                static_cast<size_t>(info.length), peer_));
+  }
   recvLen_[slot] = info.length;
   recvDone_[slot] = 1;
   return true;

@@ -96,10 +96,10 @@ Worker::~Worker() {
     std::lock_guard<std::mutex> lk(mu_);
     // Let endpoints that are still closing finish (their peers are usually closing too), for a while.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (!abandoned_ && !closing_.empty() && std::chrono::steady_clock::now() < deadline) {
+    while (!abandoned_ && (!closing_.empty() || !deferred_.empty()) && std::chrono::steady_clock::now() < deadline) {
       if (progress() == 0) std::this_thread::yield();
     }
-    if (abandoned_ || !closing_.empty()) {
+    if (abandoned_ || !closing_.empty() || !deferred_.empty()) {
       // UCX asserts (aborts) when a worker is destroyed under requests that never finished, which happens
       // after a peer died in the middle of a transfer. Leave this worker and its context to the process's
       // end; the next connection gets a fresh pair.
@@ -107,7 +107,9 @@ Worker::~Worker() {
                   abandoned_ ? "a transfer from a dead peer never finished" : "endpoints still closing");
       (void)new std::shared_ptr<Context>(std::move(context_));  // deliberately leaked with the worker
       for (auto& c : closing_) (void)c.second.release();        // an error callback may still name them
+      for (auto& d : deferred_) (void)d.state.release();
       closing_.clear();
+      deferred_.clear();
       return;
     }
     api_.worker_destroy(worker_);  // no callback runs after this
@@ -119,7 +121,7 @@ Worker::~Worker() {
 
 unsigned Worker::progress() {
   const unsigned n = api_.worker_progress(worker_);
-  if (!closing_.empty()) reap();
+  if (!closing_.empty() || !deferred_.empty()) reap();
   return n;
 }
 
@@ -132,7 +134,32 @@ void Worker::retire(void* closeRequest, std::unique_ptr<EndpointState> state) {
   closing_.emplace_back(closeRequest, std::move(state));
 }
 
+void Worker::deferClose(ucp_ep_h ep, std::vector<void*> requests, std::unique_ptr<EndpointState> state) {
+  deferred_.push_back(DeferredClose{ep, std::move(requests), std::move(state)});
+}
+
 void Worker::reap() {
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    auto& reqs = it->requests;
+    for (auto q = reqs.begin(); q != reqs.end();) {
+      if (api_.request_check_status(*q) == UCS_INPROGRESS) {
+        ++q;
+        continue;
+      }
+      api_.request_free(*q);
+      q = reqs.erase(q);
+    }
+    if (!reqs.empty()) {
+      ++it;
+      continue;
+    }
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void* r = api_.ep_close_nbx(it->ep, &p);
+    if (r && !UCS_PTR_IS_ERR(r)) closing_.emplace_back(r, std::move(it->state));
+    it = deferred_.erase(it);
+  }
   for (auto it = closing_.begin(); it != closing_.end();) {
     if (api_.request_check_status(it->first) == UCS_INPROGRESS) {
       ++it;

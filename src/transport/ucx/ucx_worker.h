@@ -60,6 +60,10 @@ class Worker {
   /// both are released when the close completes, so a connection never waits for a peer to close.
   /// Caller holds mutex().
   void retire(void* closeRequest, std::unique_ptr<EndpointState> state);
+  /// Takes over an endpoint that cannot close yet because `requests` on it are unfinished (UCX 1.13 aborts when an
+  /// endpoint is closed under them): it is force-closed, and the requests freed, once they have all finished.
+  /// Caller holds mutex().
+  void deferClose(ucp_ep_h ep, std::vector<void*> requests, std::unique_ptr<EndpointState> state);
   /// Records that a request was abandoned unfinished (a receive from a dead peer that UCX could not cancel).
   /// UCX aborts when a worker is destroyed under unfinished requests, so such a worker is left alive at the
   /// end (leaked) instead. Caller holds mutex().
@@ -75,6 +79,12 @@ class Worker {
   ucp_worker_h worker_;
   std::vector<uint8_t> address_;
   std::vector<std::pair<void*, std::unique_ptr<EndpointState>>> closing_;
+  struct DeferredClose {
+    ucp_ep_h ep;
+    std::vector<void*> requests;
+    std::unique_ptr<EndpointState> state;
+  };
+  std::vector<DeferredClose> deferred_;
   bool abandoned_ = false;
 };
 
