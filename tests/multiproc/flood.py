@@ -49,7 +49,12 @@ def main():
         i += 1
         if len(held) >= args.hold:
             held.popleft().close()
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        except OSError:  # out of descriptors ourselves (a lower ulimit than HOLD): make room
+            if held:
+                held.popleft().close()
+            continue
         s.settimeout(2.0)
         try:
             s.connect((args.host, port))
