@@ -10,19 +10,7 @@ victim=${3:-2}
 transport=${4:-shm}
 dir=$(mktemp -d)
 trap 'kill -9 ${pids[*]} 2>/dev/null; rm -rf "$dir"' EXIT
-# A free port below the ephemeral range, so no socket another test opens meanwhile is handed it.
-port=$(python3 -c '
-import random, socket
-for _ in range(200):
-    p = random.randint(20000, 32000)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p)); print(p); break
-    except OSError:
-        pass
-    finally:
-        s.close()
-')
+port=$(python3 "$(dirname "$0")/free_port.py")
 secret=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 pids=()
 for ((r = 0; r < n; r++)); do

@@ -14,18 +14,7 @@ count=${5:-10000}
 dir=$(mktemp -d)
 pids=()
 trap 'kill -9 ${pids[*]} ${fpid:-} 2>/dev/null; rm -rf "$dir"' EXIT
-port=$(python3 -c '
-import random, socket
-for _ in range(200):
-    p = random.randint(20000, 32000)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p)); print(p); break
-    except OSError:
-        pass
-    finally:
-        s.close()
-')
+port=$(python3 "$(dirname "$0")/free_port.py")
 secret=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 # The stranger itself may hold more than the job may open: 1,500 connections at once.
 (ulimit -n 4096 2>/dev/null; exec python3 "$flood" 127.0.0.1 "$port" --count "$count" --hold 1500 --deadline 240) \
