@@ -89,6 +89,8 @@ strataResult_t strataGetVersion(int* version);
 /// Creates a rendezvous token and starts the bootstrap root service in this process.
 strataResult_t strataGetUniqueId(strataUniqueId* uniqueId);
 /// Collective: every rank of the new communicator calls it with the same id and nranks.
+/// A communicator belongs to the process that created it: in a child made by fork() every call on it is
+/// refused with strataInvalidUsage, and strataCommDestroy/Abort there only release the handle.
 strataResult_t strataCommInitRank(strataComm_t* comm, int nranks, strataUniqueId commId, int rank);
 /// Creates a communicator from the launcher's environment: strata-run/torchrun (RANK, WORLD_SIZE,
 /// MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_PROCID, SLURM_NTASKS).
@@ -150,7 +152,8 @@ strataResult_t strataWorkWait(strataWork_t work, int64_t timeoutMs);
 strataResult_t strataWorkTest(strataWork_t work, int* done);
 /// The error message of failed work ("" if none). Valid until strataWorkFree.
 const char* strataWorkError(strataWork_t work);
-/// Frees the handle; the work itself still completes.
+/// Frees the handle (NULL: nothing to do); the work itself still completes. Calls on a freed handle return
+/// strataInvalidUsage.
 strataResult_t strataWorkFree(strataWork_t work);
 
 /// Algorithm choice (a Strata extension): which algorithm a collective of `count` elements (the count

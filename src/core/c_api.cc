@@ -1,5 +1,7 @@
 // The C ABI: argument checks, exception-to-status translation, groups and the communicator registry.
+#include <pthread.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -8,6 +10,7 @@
 #include <ctime>
 #include <iterator>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "bootstrap/bootstrap.h"
@@ -23,12 +26,15 @@ struct strataComm {
   std::atomic<int> held{0};  // API calls using this handle now (strata::Held); release() frees it at 0
   std::mutex errorMutex;
   std::string lastError;
-  uint64_t lastErrorSeq = 0;  // when lastError was recorded, in gErrorSeq's order
+  uint64_t lastErrorSeq = 0;    // when lastError was recorded, in gErrorSeq's order
+  uint32_t forkGeneration = 0;  // gForkGeneration when created: another value means this process is a forked child
+  pid_t creator = 0;            // the process that created it
 };
 
 struct strataWork {
   std::vector<std::shared_ptr<strata::Task>> tasks;
   std::atomic<bool> failureRecorded{false};  // strataWorkTest records a failure once, not on every poll
+  uint32_t forkGeneration = 0;
 };
 
 namespace strata {
@@ -46,6 +52,40 @@ std::unordered_set<strataComm*>& registry() {
   static auto* s = new std::unordered_set<strataComm*>();
   return *s;
 }
+
+// Live work handles (strataGroupEndAsync), owned here: a freed or garbage handle is refused, and a thread
+// still waiting on work another thread frees keeps it alive until it returns.
+std::mutex gWorkMutex;
+std::unordered_map<strataWork*, std::shared_ptr<strataWork>>& workRegistry() {
+  static auto* s = new std::unordered_map<strataWork*, std::shared_ptr<strataWork>>();
+  return *s;
+}
+
+// Threads between "is the handle live?" and counting themselves in its `held`: release() frees a handle only
+// once it has seen none, so no thread can count itself in freed memory.
+std::atomic<int> gEntering{0};
+
+// Bumped in the child of every fork(). A communicator made before the fork belongs to the parent: its shm
+// slots, sockets and progress threads are the parent's (the threads do not even exist in the child), so
+// the child is refused every call on it, as NCCL refuses a communicator used after fork.
+std::atomic<uint32_t> gForkGeneration{0};
+
+// The registries' locks are taken around fork() so that the child never inherits one held by a thread that
+// does not exist there; the child also forgets the parent's threads that were entering a call.
+void lockRegistriesForFork() {
+  gRegistryMutex.lock();
+  gWorkMutex.lock();
+}
+void unlockRegistriesAfterFork() {
+  gWorkMutex.unlock();
+  gRegistryMutex.unlock();
+}
+void startForkedChild() {
+  gForkGeneration.fetch_add(1);
+  gEntering.store(0);
+  unlockRegistriesAfterFork();
+}
+[[maybe_unused]] const int gAtFork = pthread_atfork(lockRegistriesForFork, unlockRegistriesAfterFork, startForkedChild);
 
 // Bumped whenever a communicator leaves the registry. A thread that found a handle live remembers it with
 // the epoch; while no communicator has been destroyed since, the same handle is still live, and the next
@@ -69,19 +109,20 @@ bool isLive(strataComm* c) {
   return true;
 }
 
-// Threads between "is the handle live?" and counting themselves in its `held`: release() frees a handle only
-// once it has seen none, so no thread can count itself in freed memory.
-std::atomic<int> gEntering{0};
-
 /// A handle in use by one API call, from construction to destruction: strataCommDestroy or strataCommAbort on
-/// another thread does not free it meanwhile. False if the handle is not live (NULL, destroyed, garbage).
+/// another thread does not free it meanwhile. False if the handle is not live (NULL, destroyed, garbage) or
+/// was inherited through fork(); refuse() says which.
 class Held {
  public:
   explicit Held(strataComm* c) {
     gEntering.fetch_add(1);
     if (isLive(c)) {
-      c->held.fetch_add(1);
-      comm_ = c;
+      if (c->forkGeneration != gForkGeneration.load(std::memory_order_relaxed)) {
+        inherited_ = c;
+      } else {
+        c->held.fetch_add(1);
+        comm_ = c;
+      }
     }
     gEntering.fetch_sub(1);
   }
@@ -91,9 +132,12 @@ class Held {
   Held(const Held&) = delete;
   Held& operator=(const Held&) = delete;
   explicit operator bool() const { return comm_ != nullptr; }
+  /// Records and returns the error for a call `what` on a handle that is not held.
+  strataResult_t refuse(const char* what) const;
 
  private:
   strataComm* comm_ = nullptr;
+  strataComm* inherited_ = nullptr;  // live, but created in the parent of this forked process
 };
 
 /// Waits until no API call holds `c` (taken out of the registry already: no new call can hold it).
@@ -124,6 +168,20 @@ strataResult_t record(strataComm* comm, strataResult_t code, const std::string& 
   }
   STRATA_WARN(kLogAll, "%s: %s", strataGetErrorString(code), msg.c_str());
   return code;
+}
+
+std::string inheritedMessage(const char* what, pid_t creator) {
+  return strprintf(
+      "%s: the communicator was created by process %d, and this is process %d, forked from it: a forked child "
+      "cannot use its parent's communicators (create its own with a new unique id, or start workers with spawn "
+      "instead of fork)",
+      what, static_cast<int>(creator), static_cast<int>(getpid()));
+}
+
+strataResult_t Held::refuse(const char* what) const {
+  if (inherited_) return record(nullptr, strataInvalidUsage, inheritedMessage(what, inherited_->creator));
+  return record(nullptr, strataInvalidUsage,
+                strprintf("%s: invalid communicator (NULL, destroyed, or never initialised)", what));
 }
 
 template <typename F>
@@ -205,9 +263,9 @@ void classify(CollCall& call, strataStream_t stream) {
   }
 }
 
-strataResult_t issue(strataComm* comm, CollCall call, strataStream_t stream) {
+strataResult_t issue(const char* what, strataComm* comm, CollCall call, strataStream_t stream) {
   Held held(comm);
-  if (!held) return record(nullptr, strataInvalidUsage, "invalid communicator (NULL, destroyed, or never initialised)");
+  if (!held) return held.refuse(what);
   return guarded(comm, [&] {
     classify(call, stream);
     // The one validation of the call: a group member's error belongs to it, not to strataGroupEnd, and device
@@ -276,6 +334,8 @@ strataResult_t strataGetUniqueId(strataUniqueId* uniqueId) {
 static strataResult_t finishInit(strataComm_t* comm, std::shared_ptr<CommImpl> impl) {
   auto* c = new strataComm();
   c->impl = std::move(impl);
+  c->forkGeneration = gForkGeneration.load();
+  c->creator = getpid();
   logSetRank(c->impl->rank());
   {
     std::lock_guard<std::mutex> lk(gRegistryMutex);
@@ -317,7 +377,7 @@ strataResult_t strataCommInitFromEnv(strataComm_t* comm) {
 
 strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm, void* config) {
   Held held(comm);
-  if (!held) return record(nullptr, strataInvalidUsage, "strataCommSplit: invalid communicator");
+  if (!held) return held.refuse("strataCommSplit");
   if (!newcomm) return record(comm, strataInvalidArgument, "strataCommSplit: newcomm is NULL");
   if (config) return record(comm, strataInvalidArgument, "strataCommSplit: config must be NULL");
   if (color < 0 && color != STRATA_SPLIT_NOCOLOR)
@@ -331,6 +391,17 @@ strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm
 
 static strataResult_t release(strataComm_t comm, bool abort) {
   if (!unregister(comm)) return record(nullptr, strataInvalidUsage, "invalid communicator (NULL or already destroyed)");
+  if (comm->forkGeneration != gForkGeneration.load()) {
+    // Inherited through fork(): the connections, segments and threads are the parent's, which goes on using
+    // them. The child lets go of the handle and touches nothing (no flush, no unlink, no join of threads
+    // that do not exist here); what the handle owned stays mapped until this process exits.
+    STRATA_INFO(kLogInit,
+                "%s of a communicator inherited from process %d through fork(): the handle is released, "
+                "its resources are left to the parent",
+                abort ? "strataCommAbort" : "strataCommDestroy", static_cast<int>(comm->creator));
+    new std::shared_ptr<CommImpl>(std::move(comm->impl));  // deliberately never destroyed
+    return strataSuccess;
+  }
   strataResult_t r = guarded(nullptr, [&] {
     if (abort) comm->impl->abort();
     else comm->impl->destroy();
@@ -345,7 +416,7 @@ strataResult_t strataCommAbort(strataComm_t comm) { return release(comm, true); 
 
 strataResult_t strataCommGetAsyncError(strataComm_t comm, strataResult_t* asyncError) {
   Held held(comm);
-  if (!held) return record(nullptr, strataInvalidUsage, "strataCommGetAsyncError: invalid communicator");
+  if (!held) return held.refuse("strataCommGetAsyncError");
   if (!asyncError) return record(comm, strataInvalidArgument, "strataCommGetAsyncError: asyncError is NULL");
   *asyncError = comm->impl->asyncError();
   return strataSuccess;
@@ -353,7 +424,7 @@ strataResult_t strataCommGetAsyncError(strataComm_t comm, strataResult_t* asyncE
 
 strataResult_t strataCommCount(const strataComm_t comm, int* count) {
   Held held(comm);
-  if (!held) return record(nullptr, strataInvalidUsage, "strataCommCount: invalid communicator");
+  if (!held) return held.refuse("strataCommCount");
   if (!count) return record(comm, strataInvalidArgument, "strataCommCount: count is NULL");
   *count = comm->impl->size();
   return strataSuccess;
@@ -361,7 +432,7 @@ strataResult_t strataCommCount(const strataComm_t comm, int* count) {
 
 strataResult_t strataCommUserRank(const strataComm_t comm, int* rank) {
   Held held(comm);
-  if (!held) return record(nullptr, strataInvalidUsage, "strataCommUserRank: invalid communicator");
+  if (!held) return held.refuse("strataCommUserRank");
   if (!rank) return record(comm, strataInvalidArgument, "strataCommUserRank: rank is NULL");
   *rank = comm->impl->rank();
   return strataSuccess;
@@ -370,7 +441,7 @@ strataResult_t strataCommUserRank(const strataComm_t comm, int* rank) {
 strataResult_t strataCommExplain(strataComm_t comm, strataCollective_t collective, size_t count,
                                  strataDataType_t datatype, char* algorithm, size_t algorithmLen, double* predictedUs) {
   Held held(comm);
-  if (!held) return record(nullptr, strataInvalidUsage, "strataCommExplain: invalid communicator");
+  if (!held) return held.refuse("strataCommExplain");
   static const CollKind kinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather,
                                    CollKind::kBroadcast, CollKind::kReduce,        CollKind::kAllToAll};
   const int c = static_cast<int>(collective);
@@ -395,7 +466,7 @@ strataResult_t strataCommExplain(strataComm_t comm, strataCollective_t collectiv
 strataResult_t strataRedOpCreatePreMulSum(strataRedOp_t* op, void* scalar, strataDataType_t datatype,
                                           strataScalarResidence_t residence, strataComm_t comm) {
   Held held(comm);
-  if (!held) return record(nullptr, strataInvalidUsage, "strataRedOpCreatePreMulSum: invalid communicator");
+  if (!held) return held.refuse("strataRedOpCreatePreMulSum");
   if (!op || !scalar) return record(comm, strataInvalidArgument, "strataRedOpCreatePreMulSum: op or scalar is NULL");
   if (!dtypeValid(static_cast<int>(datatype)))
     return record(comm, strataInvalidArgument, strprintf("strataRedOpCreatePreMulSum: invalid datatype %d", datatype));
@@ -410,44 +481,44 @@ strataResult_t strataRedOpCreatePreMulSum(strataRedOp_t* op, void* scalar, strat
 
 strataResult_t strataRedOpDestroy(strataRedOp_t op, strataComm_t comm) {
   Held held(comm);
-  if (!held) return record(nullptr, strataInvalidUsage, "strataRedOpDestroy: invalid communicator");
+  if (!held) return held.refuse("strataRedOpDestroy");
   return guarded(comm, [&] { comm->impl->destroyRedOp(op); });
 }
 
 strataResult_t strataAllReduce(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
                                strataRedOp_t op, strataComm_t comm, strataStream_t stream) {
   CollCall c{CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, -1};
-  return issue(comm, c, stream);
+  return issue("strataAllReduce", comm, c, stream);
 }
 
 strataResult_t strataReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, strataDataType_t datatype,
                                    strataRedOp_t op, strataComm_t comm, strataStream_t stream) {
   CollCall c{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, -1};
-  return issue(comm, c, stream);
+  return issue("strataReduceScatter", comm, c, stream);
 }
 
 strataResult_t strataAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, strataDataType_t datatype,
                                strataComm_t comm, strataStream_t stream) {
   CollCall c{CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, strataSum, 0, -1};
-  return issue(comm, c, stream);
+  return issue("strataAllGather", comm, c, stream);
 }
 
 strataResult_t strataBroadcast(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype, int root,
                                strataComm_t comm, strataStream_t stream) {
   CollCall c{CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, strataSum, root, -1};
-  return issue(comm, c, stream);
+  return issue("strataBroadcast", comm, c, stream);
 }
 
 strataResult_t strataReduce(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
                             strataRedOp_t op, int root, strataComm_t comm, strataStream_t stream) {
   CollCall c{CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, -1};
-  return issue(comm, c, stream);
+  return issue("strataReduce", comm, c, stream);
 }
 
 strataResult_t strataAllToAll(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
                               strataComm_t comm, strataStream_t stream) {
   CollCall c{CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, strataSum, 0, -1};
-  return issue(comm, c, stream);
+  return issue("strataAllToAll", comm, c, stream);
 }
 
 strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
@@ -458,7 +529,7 @@ strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t d
     if (held && peer == comm->impl->rank() && count > 0)
       return record(comm, strataInvalidUsage, "strataSend to self outside a group has no matching receive");
   }
-  return issue(comm, c, stream);
+  return issue("strataSend", comm, c, stream);
 }
 
 strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
@@ -469,12 +540,12 @@ strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatyp
     if (held && peer == comm->impl->rank() && count > 0)
       return record(comm, strataInvalidUsage, "strataRecv from self outside a group has no matching send");
   }
-  return issue(comm, c, stream);
+  return issue("strataRecv", comm, c, stream);
 }
 
 strataResult_t strataBarrier(strataComm_t comm, strataStream_t stream) {
   CollCall c{CollKind::kBarrier, nullptr, nullptr, 0, strataInt8, strataSum, 0, -1};
-  return issue(comm, c, stream);
+  return issue("strataBarrier", comm, c, stream);
 }
 
 strataResult_t strataGroupStart(void) {
@@ -494,9 +565,12 @@ static strataResult_t groupEnd(strataWork_t* work) {
   strataResult_t r = guarded(nullptr, [&] { tasks = launchGroup(std::move(calls), work != nullptr); });
   if (r != strataSuccess) return r;
   if (work) {
-    auto* w = new strataWork();
+    auto w = std::make_shared<strataWork>();
     w->tasks = std::move(tasks);
-    *work = w;
+    w->forkGeneration = gForkGeneration.load();
+    std::lock_guard<std::mutex> lk(gWorkMutex);
+    workRegistry().emplace(w.get(), w);
+    *work = w.get();
     return strataSuccess;
   }
   for (auto& t : tasks) {
@@ -517,14 +591,32 @@ strataResult_t strataGroupEndAsync(strataWork_t* work) {
 
 // The first failed task of finished work, or null. A finished task's result and error never change, so
 // several threads may read them at once.
-static const Task* firstFailure(strataWork_t work) {
-  for (auto& t : work->tasks)
+static const Task* firstFailure(const strataWork& work) {
+  for (auto& t : work.tasks)
     if (t->done() && t->result() != strataSuccess) return t.get();
   return nullptr;
 }
 
-strataResult_t strataWorkWait(strataWork_t work, int64_t timeoutMs) {
-  if (!work) return record(nullptr, strataInvalidArgument, "strataWorkWait: work is NULL");
+// The live work behind a handle, or null (the caller records why). Holding the pointer keeps the work
+// alive even if another thread frees the handle meanwhile.
+static std::shared_ptr<strataWork> liveWork(strataWork_t work) {
+  std::lock_guard<std::mutex> lk(gWorkMutex);
+  auto it = workRegistry().find(work);
+  if (it == workRegistry().end()) return nullptr;
+  return it->second;
+}
+
+static strataResult_t refuseWork(const char* what, strataWork_t work) {
+  return record(nullptr, strataInvalidUsage,
+                strprintf("%s: invalid work handle %p (already freed by strataWorkFree, or never returned by "
+                          "strataGroupEndAsync)",
+                          what, static_cast<void*>(work)));
+}
+
+strataResult_t strataWorkWait(strataWork_t handle, int64_t timeoutMs) {
+  if (!handle) return record(nullptr, strataInvalidArgument, "strataWorkWait: work is NULL");
+  std::shared_ptr<strataWork> work = liveWork(handle);
+  if (!work) return refuseWork("strataWorkWait", handle);
   // One deadline for the whole work, not timeoutMs per task.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeoutMs, 0));
   for (auto& t : work->tasks) {
@@ -536,32 +628,46 @@ strataResult_t strataWorkWait(strataWork_t work, int64_t timeoutMs) {
     }
     if (!t->wait(left)) return strataInProgress;
   }
-  if (const Task* f = firstFailure(work)) return record(nullptr, f->result(), f->error());
+  if (const Task* f = firstFailure(*work)) return record(nullptr, f->result(), f->error());
   return strataSuccess;
 }
 
-strataResult_t strataWorkTest(strataWork_t work, int* done) {
-  if (!work || !done) return record(nullptr, strataInvalidArgument, "strataWorkTest: work or done is NULL");
+strataResult_t strataWorkTest(strataWork_t handle, int* done) {
+  if (!handle || !done) return record(nullptr, strataInvalidArgument, "strataWorkTest: work or done is NULL");
+  std::shared_ptr<strataWork> work = liveWork(handle);
+  if (!work) return refuseWork("strataWorkTest", handle);
   *done = 0;
   for (auto& t : work->tasks)
     if (!t->done()) return strataSuccess;
   *done = 1;
   // A failure is returned on every poll, but recorded (strataGetLastError, the log) only on the first.
-  if (const Task* f = firstFailure(work)) {
+  if (const Task* f = firstFailure(*work)) {
     if (!work->failureRecorded.exchange(true)) return record(nullptr, f->result(), f->error());
     return f->result();
   }
   return strataSuccess;
 }
 
-const char* strataWorkError(strataWork_t work) {
+const char* strataWorkError(strataWork_t handle) {
+  std::shared_ptr<strataWork> work = liveWork(handle);
   if (!work) return "";
-  const Task* f = firstFailure(work);
-  return f ? f->error().c_str() : "";
+  const Task* f = firstFailure(*work);
+  return f ? f->error().c_str() : "";  // the task outlives this call while the handle is not freed
 }
 
-strataResult_t strataWorkFree(strataWork_t work) {
-  delete work;
+strataResult_t strataWorkFree(strataWork_t handle) {
+  if (!handle) return strataSuccess;  // as free(NULL)
+  std::shared_ptr<strataWork> work;
+  {
+    std::lock_guard<std::mutex> lk(gWorkMutex);
+    auto it = workRegistry().find(handle);
+    if (it == workRegistry().end()) return refuseWork("strataWorkFree", handle);
+    work = std::move(it->second);
+    workRegistry().erase(it);
+  }
+  if (work->forkGeneration != gForkGeneration.load()) {
+    new std::shared_ptr<strataWork>(std::move(work));  // its tasks run on the parent's threads: leave them be
+  }
   return strataSuccess;
 }
 

@@ -2,6 +2,8 @@
 // this process (shm between threads works the same as between processes).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <limits>
@@ -216,3 +218,100 @@ TEST(CApi, ThreadRanksAllCollectivesAndSplit) {
 }
 
 }  // namespace
+
+namespace {
+
+// Two ranks as threads of this process; both handles are returned to the caller's thread.
+std::vector<strataComm_t> twoThreadRanks() {
+  strataUniqueId id;
+  EXPECT_EQ(strataGetUniqueId(&id), strataSuccess);
+  std::vector<strataComm_t> comms(2, nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] { EXPECT_EQ(strataCommInitRank(&comms[r], 2, id, r), strataSuccess); });
+  for (auto& t : threads) t.join();
+  return comms;
+}
+
+// One all-reduce on both ranks at once; true if both got the sum.
+bool sumOnBoth(const std::vector<strataComm_t>& comms) {
+  int x[2] = {1, 2}, y[2] = {0, 0};
+  strataResult_t rc[2] = {strataInternalError, strataInternalError};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back(
+        [&, r] { rc[r] = strataAllReduce(&x[r], &y[r], 1, strataInt32, strataSum, comms[r], nullptr); });
+  for (auto& t : threads) t.join();
+  return rc[0] == strataSuccess && rc[1] == strataSuccess && y[0] == 3 && y[1] == 3;
+}
+
+}  // namespace
+
+// After fork, the child must not drive its parent's connections (shm slots, sockets, worker threads that do
+// not exist in the child): every call on an inherited communicator is refused, naming the fork, and
+// destroying it in the child frees only the handle, so the parent's job goes on.
+TEST(CApi, ForkedChildIsRefusedAndTheParentGoesOn) {
+  std::vector<strataComm_t> comms = twoThreadRanks();
+  strataComm_t solo = oneRankComm();
+  ASSERT_TRUE(sumOnBoth(comms));
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(20);  // without the check the 2-rank call would wait for a peer that never comes
+    int x = 1, y = 0;
+    int bad = 0;
+    if (strataAllReduce(&x, &y, 1, strataInt32, strataSum, solo, nullptr) != strataInvalidUsage) bad |= 1;
+    if (std::string(strataGetLastError(solo)).find("fork") == std::string::npos) bad |= 2;
+    if (strataAllReduce(&x, &y, 1, strataInt32, strataSum, comms[0], nullptr) != strataInvalidUsage) bad |= 4;
+    int n = 0;
+    if (strataCommCount(comms[0], &n) != strataInvalidUsage) bad |= 8;
+    strataComm_t sub = nullptr;
+    if (strataCommSplit(comms[0], 0, 0, &sub, nullptr) != strataInvalidUsage) bad |= 16;
+    // The child may let go of the handles; the parent's resources stay the parent's.
+    if (strataCommDestroy(comms[0]) != strataSuccess || strataCommAbort(comms[1]) != strataSuccess) bad |= 32;
+    if (strataCommDestroy(solo) != strataSuccess) bad |= 64;
+    if (strataCommCount(solo, &n) != strataInvalidUsage) bad |= 128;  // a released handle is gone
+    _exit(bad);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "failed checks (bit mask) in the child";
+  // The parent's communicators still work, on the same shm channels.
+  EXPECT_TRUE(sumOnBoth(comms));
+  EXPECT_TRUE(sumOnBoth(comms));
+  int x = 5, y = 0;
+  EXPECT_EQ(strataAllReduce(&x, &y, 1, strataInt32, strataSum, solo, nullptr), strataSuccess);
+  EXPECT_EQ(y, 5);
+  EXPECT_EQ(strataCommDestroy(solo), strataSuccess);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) threads.emplace_back([&, r] { EXPECT_EQ(strataCommDestroy(comms[r]), strataSuccess); });
+  for (auto& t : threads) t.join();
+}
+
+// A work handle is like a communicator handle: once freed, every call on it is refused, not a use after free.
+TEST(CApi, FreedWorkIsRejected) {
+  strataComm_t comm = oneRankComm();
+  int a = 7, b = 0;
+  ASSERT_EQ(strataGroupStart(), strataSuccess);
+  ASSERT_EQ(strataAllReduce(&a, &b, 1, strataInt32, strataSum, comm, nullptr), strataSuccess);
+  strataWork_t work = nullptr;
+  ASSERT_EQ(strataGroupEndAsync(&work), strataSuccess);
+  ASSERT_EQ(strataWorkWait(work, -1), strataSuccess);
+  EXPECT_EQ(b, 7);
+  ASSERT_EQ(strataWorkFree(work), strataSuccess);
+  int done = -1;
+  EXPECT_EQ(strataWorkWait(work, 0), strataInvalidUsage);
+  EXPECT_NE(std::string(strataGetLastError(nullptr)).find("freed"), std::string::npos) << strataGetLastError(nullptr);
+  EXPECT_EQ(strataWorkTest(work, &done), strataInvalidUsage);
+  EXPECT_STREQ(strataWorkError(work), "");
+  EXPECT_EQ(strataWorkFree(work), strataInvalidUsage);
+  // Garbage is refused the same way.
+  int junk[8] = {};
+  EXPECT_EQ(strataWorkWait(reinterpret_cast<strataWork_t>(junk), 0), strataInvalidUsage);
+  EXPECT_EQ(strataWorkFree(reinterpret_cast<strataWork_t>(junk)), strataInvalidUsage);
+  // NULL stays an argument error, and freeing NULL is a no-op, as free(NULL) is.
+  EXPECT_EQ(strataWorkWait(nullptr, 0), strataInvalidArgument);
+  EXPECT_EQ(strataWorkFree(nullptr), strataSuccess);
+  EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
+}
