@@ -77,6 +77,11 @@ class Connection {
 /// two ranks: both call it (in any order relative to other pairs' setups). `tag` separates the setups of
 /// different connections between the same pair.
 std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& config, int peer, uint32_t tag);
+namespace shm {
+/// Unlinks the FIFO segments in /dev/shm that no live process will unlink (their creator, in this pid
+/// namespace, died during set-up); returns how many it found. Every shm set-up runs it first.
+size_t removeStaleSegments();
+}  // namespace shm
 std::unique_ptr<Connection> connectTcp(PeerExchange& exchange, const Config& config, int peer, uint32_t tag);
 /// UCP tagged messages (src/transport/ucx/). Throws InvalidUsage when Strata was built without UCX or the
 /// UCX library cannot be loaded.

@@ -604,6 +604,40 @@ TEST(ShmTransport, SegmentsArePrivateAndUnlinkedAfterSetup) {
   EXPECT_EQ(shmFilesOf(hub.commId), std::vector<std::string>{});
 }
 
+// kill -9 of both ranks between creating their FIFOs and unlinking them leaves the segments in /dev/shm with
+// no one to unlink them. The next shm connection on the host removes the segments whose creator is dead.
+TEST(ShmTransport, SegmentsOfRanksKilledDuringSetupAreRemovedByTheNextConnection) {
+  Hub stale;  // each child gets its own copy: no name ever reaches the other, so both wait in set-up
+  Config cfg;
+  cfg.pieceBytes = 4096;
+  cfg.nslots = 2;
+  pid_t kids[2];
+  for (int r = 0; r < 2; ++r) {
+    kids[r] = fork();
+    ASSERT_GE(kids[r], 0);
+    if (kids[r] == 0) {
+      InProcessExchange ex(stale, r, 2);
+      try {
+        connectShm(ex, cfg, 1 - r, 5);
+      } catch (...) {
+      }
+      _exit(1);
+    }
+  }
+  for (int i = 0; i < 2000 && shmFilesOf(stale.commId).size() < 2; ++i) usleep(5000);
+  for (pid_t k : kids) kill(k, SIGKILL);
+  for (pid_t k : kids) waitpid(k, nullptr, 0);
+  ASSERT_EQ(shmFilesOf(stale.commId).size(), 2u) << "both children should have died in set-up";
+
+  Hub hub;
+  runPair([&](int rank) {
+    InProcessExchange ex(hub, rank, 2);
+    auto conn = connectShm(ex, cfg, 1 - rank, 3);
+  });
+  EXPECT_EQ(shmFilesOf(stale.commId), std::vector<std::string>{});
+  for (const std::string& name : shmFilesOf(stale.commId)) shm_unlink(("/" + name).c_str());
+}
+
 // A failed setup (ranks disagree on the piece size) fails on both ranks and leaves no segment behind.
 TEST(ShmTransport, MismatchedSettingsFailBothRanksAndCleanUp) {
   Hub hub;

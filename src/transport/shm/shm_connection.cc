@@ -7,14 +7,19 @@
 //   2. send the name to the peer through the PeerExchange; map the peer's FIFO (the one this rank sends into);
 //   3. exchange a "mapped" ack, then unlink the own segment: from here on nothing is left in /dev/shm, even
 //      if a process dies. Any error before that unlinks what was created (ShmSegment is RAII).
+// Only kill -9 between steps 1 and 3 leaves a segment behind; the next set-up on the host removes it
+// (removeStaleSegments: segments whose creator is dead).
 // The data path has no system calls, no locks and no allocations: two atomics per message.
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <memory>
 #include <string>
@@ -327,7 +332,59 @@ class ShmConnection final : public Connection {
   bool rxPeeked_ = false;  // tryRecvPeek returned the message at rxTail_ and it is not released yet
 };
 
+// A segment without a valid header (its creator died between shm_open and writing the header) is removed
+// once it is this old; one with a header as soon as its creator is gone.
+constexpr time_t kHeaderlessGraceSeconds = 60;
+
+bool processGone(int32_t pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+
+/// Whether /dev/shm/`name` is a FIFO segment of this user that no live process will unlink.
+bool isStale(const std::string& name, uint64_t myPidNs) {
+  const std::string path = "/" + name;
+  int fd = shm_open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (fd < 0) return false;
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return false;
+  if (static_cast<size_t>(st.st_size) >= sizeof(ShmFifoHeader)) {
+    void* p = mmap(nullptr, sizeof(ShmFifoHeader), PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return false;
+    const auto* h = static_cast<const ShmFifoHeader*>(p);
+    const bool valid = h->magic == kFifoMagic;
+    const int32_t creator = h->creatorPid;
+    const uint64_t creatorNs = h->creatorPidNs;
+    munmap(p, sizeof(ShmFifoHeader));
+    if (valid) {
+      // Pids compare only within one pid namespace: a container sharing /dev/shm with another namespace
+      // leaves that namespace's segments alone.
+      return creatorNs == myPidNs && creator != getpid() && processGone(creator);
+    }
+  }
+  return time(nullptr) - st.st_mtime > kHeaderlessGraceSeconds;
+}
+
 }  // namespace
+
+size_t removeStaleSegments() {
+  const uint64_t myPidNs = pidNamespaceId();
+  std::vector<std::string> stale;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind("strata-", 0) == 0 && isStale(name, myPidNs)) stale.push_back(name);
+    }
+    closedir(d);
+  }
+  for (const std::string& name : stale) {
+    if (shm_unlink(("/" + name).c_str()) == 0)
+      STRATA_INFO(kLogShm, "removed /dev/shm/%s, left by a process that died while setting up", name.c_str());
+  }
+  return stale.size();
+}
+
 }  // namespace shm
 
 std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& config, int peer, uint32_t tag) {
@@ -345,6 +402,7 @@ std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& con
   }
   const uint32_t nslots = static_cast<uint32_t>(config.nslots);
   const size_t bytes = fifoHeaderBytes() + fifoSlotStride(config.pieceBytes) * nslots;
+  removeStaleSegments();
 
   // 1. The FIFO this rank receives on.
   const std::string name = strprintf("/strata-%016llx-%d-%d-%u-%s", static_cast<unsigned long long>(exchange.commId()),
