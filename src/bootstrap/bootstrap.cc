@@ -202,8 +202,22 @@ std::shared_ptr<Bootstrap> connectFromEnv(const Config& config, const EnvLaunch&
     throw InvalidArgument(
         strprintf("connectFromEnv: rank %d of %d (from %s) is out of range", env.rank, env.size, env.source.c_str()));
   }
+  if (env.source == "single process") {
+    STRATA_INFO(kLogInit, "no launcher environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, SLURM_PROCID): a world of one");
+    const UniqueIdInfo id = startRootService(config, "127.0.0.1", 0, randomSecret(), 1);
+    return Bootstrap::connect(config, id, 0, 1);
+  }
   const UniqueIdInfo id = uniqueIdForEnv(env);
   if (env.rank == 0) {
+    if (env.secretDerived) {
+      // Printed whatever STRATA_DEBUG says: it is about who can join the job.
+      logWrite(LogLevel::kWarn, kLogBootstrap, __FILE__, __LINE__,
+               "STRATA_SECRET is not set: the job's secret is derived from the %s job's identity (job id, root "
+               "address and port, world size), which anyone who knows them can compute, and the bootstrap root "
+               "listens on every interface, port %u. Set STRATA_SECRET to the same 32 random hex digits on every "
+               "rank (strata-run does this for you); see the README's security model",
+               env.source.c_str(), static_cast<unsigned>(id.port));
+    }
     // Every interface: MASTER_ADDR may name this host by an address other than the one routes pick.
     startRootService(config, id.family == AF_INET6 ? "::" : "0.0.0.0", id.port, id.secret, env.size);
   }

@@ -43,12 +43,14 @@ struct EnvLaunch {
   std::string rootAddr;  // where the root listens
   uint16_t rootPort = 0;
   std::array<uint8_t, 16> secret{};
-  std::string source;  // "torchrun", "openmpi", "slurm", "strata-run"
+  std::string source;          // "torchrun", "openmpi", "slurm", "strata-run", "single process"
+  bool secretDerived = false;  // no STRATA_SECRET: the secret is a function of the job's identity
 };
 /// Reads torchrun/strata-run (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
 /// Open MPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_PROCID, SLURM_NTASKS, ...). The secret is STRATA_SECRET
-/// (32 hex digits) if set, else derived from the job's identity. Throws InvalidArgument naming what is
-/// missing or malformed.
+/// (32 hex digits) if set, else derived from the job's identity. With none of these variables set, one
+/// process is a world of one ("single process": rank 0 of 1, its root on loopback with a random secret).
+/// Throws InvalidArgument naming what is missing or malformed.
 /// Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) the agent already listens on
 /// MASTER_PORT, so the root uses MASTER_PORT + 1. With Open MPI or Slurm and no MASTER_PORT, the port is
 /// derived from the job id into [20000, 59999]. A derived secret only keeps jobs apart; it is not secret

@@ -132,6 +132,7 @@ EnvLaunch fromTorchrun() {
   const std::string identity = "torchrun|" + env("TORCHELASTIC_RUN_ID").value_or("") + "|" + e.rootAddr + ":" +
                                std::to_string(e.rootPort) + "|" + std::to_string(e.size);
   e.secret = jobSecret(identity);
+  e.secretDerived = !env("STRATA_SECRET");
   checkRanks(e, "RANK", "WORLD_SIZE");
   return e;
 }
@@ -165,6 +166,7 @@ EnvLaunch fromOpenMpi() {
         "to derive a port from; set MASTER_PORT");
   }
   e.secret = jobSecret(identity + "|" + e.rootAddr + ":" + std::to_string(e.rootPort));
+  e.secretDerived = !env("STRATA_SECRET");
   checkRanks(e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
   return e;
 }
@@ -202,6 +204,7 @@ EnvLaunch fromSlurm() {
     throw InvalidArgument("Slurm launch: MASTER_PORT is not set and SLURM_JOB_ID is missing; set MASTER_PORT");
   }
   e.secret = jobSecret(identity + "|" + e.rootAddr + ":" + std::to_string(e.rootPort));
+  e.secretDerived = !env("STRATA_SECRET");
   checkRanks(e, "SLURM_PROCID", "SLURM_NTASKS");
   return e;
 }
@@ -267,10 +270,14 @@ EnvLaunch discoverEnvLaunch() {
   if (env("RANK") || env("WORLD_SIZE")) return fromTorchrun();
   if (env("OMPI_COMM_WORLD_RANK") || env("OMPI_COMM_WORLD_SIZE")) return fromOpenMpi();
   if (env("SLURM_PROCID")) return fromSlurm();
-  throw InvalidArgument(
-      "no launcher environment found: looked for RANK and WORLD_SIZE (torchrun, strata-run), OMPI_COMM_WORLD_RANK "
-      "and OMPI_COMM_WORLD_SIZE (Open MPI mpirun), SLURM_PROCID and SLURM_NTASKS (Slurm srun); use strata-run, "
-      "torchrun, mpirun or srun, or strataCommInitRank with a unique id");
+  // No launcher: one process on its own, as `python train.py` runs without torchrun.
+  EnvLaunch e;
+  e.source = "single process";
+  e.rank = 0;
+  e.size = 1;
+  e.localRank = 0;
+  e.localSize = 1;
+  return e;
 }
 
 UniqueIdInfo uniqueIdForEnv(const EnvLaunch& env) {
