@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "bootstrap/network.h"
+#include "bootstrap/root_service.h"
 #include "bootstrap/wire.h"
 #include "util/config.h"
 #include "util/error.h"
@@ -33,6 +34,13 @@ uint64_t hashWords(const std::array<uint8_t, 16>& key, const char* domain, std::
 }  // namespace
 
 std::shared_ptr<Bootstrap> Bootstrap::connect(const Config& config, const UniqueIdInfo& id, int rank, int nranks) {
+  if (rootEndedHere(id.nonce)) {
+    throw InvalidUsage(strprintf(
+        "bootstrap rank %d of %d: this unique id was already used: the communicator made with it has been "
+        "destroyed, and its root service (in this process) ended with it. A unique id makes one communicator: "
+        "call strataGetUniqueId for a new one (or strataCommSplit an existing communicator)",
+        rank, nranks));
+  }
   auto net = BootstrapNetwork::connect(config, id, rank, nranks);
   // Same on every rank, different for every unique id (the nonce and secret are per id).
   const uint64_t commId = hashWords(id.secret, "strata-world-comm", {id.nonce});

@@ -41,6 +41,9 @@ void RootService::handleFrame(Conn& c, MsgType type, const uint8_t* p, size_t le
     case MsgType::kGoodbye:
       STRATA_INFO(kLogBootstrap, "bootstrap root %s: %s said goodbye", name_.c_str(), c.who().c_str());
       c.goodbye = true;
+      // The last goodbye ends the id, before the closing below releases that rank: a new init with this id
+      // in this process must already find it used (rootEndedHere).
+      if (complete_ && !anyRemoteActive()) noteEnded();
       // Before closing: the closing releases the leaving rank, whose process may then exit at once (a
       // forked worker ends with _exit(), skipping the grace period the registry gives at exit()).
       if (isLocal(c) && !anyLocalActive()) announceRootLeaving(c);

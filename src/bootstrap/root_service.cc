@@ -12,8 +12,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
@@ -60,7 +62,20 @@ RootService::~RootService() {
   if (thread_.joinable()) thread_.join();
 }
 
-void RootService::start() {
+namespace {
+// The nonces of the unique ids this process's root services serve now, and of the last ones that ended.
+std::mutex gNonceMu;
+std::multiset<uint64_t> gServingNonces;
+std::deque<uint64_t> gEndedNonces;
+constexpr size_t kEndedNoncesKept = 4096;
+}  // namespace
+
+void RootService::start(uint64_t nonce) {
+  nonce_ = nonce;
+  if (nonce != 0) {
+    std::lock_guard<std::mutex> lk(gNonceMu);
+    gServingNonces.insert(nonce);
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -87,7 +102,17 @@ void RootService::run() {
   conns_.clear();
   listen_.reset();
   STRATA_INFO(kLogBootstrap, "bootstrap root %s: exiting", name_.c_str());
+  noteEnded();
   finished_ = true;
+}
+
+void RootService::noteEnded() {
+  if (ended_ || nonce_ == 0) return;
+  ended_ = true;
+  std::lock_guard<std::mutex> lk(gNonceMu);
+  if (auto it = gServingNonces.find(nonce_); it != gServingNonces.end()) gServingNonces.erase(it);
+  gEndedNonces.push_back(nonce_);
+  if (gEndedNonces.size() > kEndedNoncesKept) gEndedNonces.pop_front();
 }
 
 void RootService::iterate() {
@@ -292,6 +317,14 @@ void RootService::handleBroken() {
 
 }  // namespace bootstrap_root
 
+bool rootEndedHere(uint64_t nonce) {
+  if (nonce == 0) return false;
+  std::lock_guard<std::mutex> lk(bootstrap_root::gNonceMu);
+  if (bootstrap_root::gServingNonces.count(nonce)) return false;
+  return std::find(bootstrap_root::gEndedNonces.begin(), bootstrap_root::gEndedNonces.end(), nonce) !=
+         bootstrap_root::gEndedNonces.end();
+}
+
 namespace {
 
 using namespace bootstrap_io;
@@ -390,7 +423,9 @@ UniqueIdInfo startRootService(const Config& config, const std::string& bindAddr,
   fillRandomOrUrandom(&info.nonce, sizeof(info.nonce), "bootstrap: ");
 
   auto service = std::make_unique<RootService>(config, std::move(fd), secret, nranksHint, adv.str());
-  service->start();
+  // Only an ephemeral port's id is one of a kind: an environment launch's root (a fixed port, a nonce derived
+  // from the job's secret) may serve the same id again after a re-init, so it is not tracked.
+  service->start(port == 0 ? info.nonce : 0);
   RootRegistry::instance().add(std::move(service));
   STRATA_INFO(kLogBootstrap, "bootstrap root listening on %s, advertised as %s", bindSa.str().c_str(),
               adv.str().c_str());

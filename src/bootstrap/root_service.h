@@ -42,7 +42,8 @@ class RootService {
               std::string name);
   ~RootService();
 
-  void start();
+  /// Starts serving the unique id whose nonce is `nonce` (see rootEndedHere; 0: not tracked).
+  void start(uint64_t nonce);
   /// The process is exiting: finish soon (see shouldStop()).
   void requestProcessExit();
   bool finished() const { return finished_.load(); }
@@ -78,6 +79,8 @@ class RootService {
   void iterate();
   bool anyRemoteActive() const;
   bool shouldStop() const;
+  /// Records that this id's communicator is over (see rootEndedHere); idempotent.
+  void noteEnded();
   Deadline nextDeadline() const;
   void checkTimers();
   void readFrom(Conn& c);
@@ -134,8 +137,15 @@ class RootService {
   bool processExiting_ = false;
   Deadline acceptPause_{Clock::time_point::min()};  // listener not polled until then (after EMFILE)
   std::atomic<bool> finished_{false};
+  uint64_t nonce_ = 0;
+  bool ended_ = false;  // noteEnded() ran
   std::thread thread_;
 };
 
 }  // namespace bootstrap_root
+
+/// True if a root service of this process served the unique id with this nonce, has ended (every rank of its
+/// communicator left), and none serves it now: connecting with that id again cannot succeed.
+bool rootEndedHere(uint64_t nonce);
+
 }  // namespace strata

@@ -7,9 +7,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <iterator>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -263,6 +265,22 @@ void classify(CollCall& call, strataStream_t stream) {
   }
 }
 
+// The value a caller passed for an enum parameter, read as bytes: a C caller may pass any int, and loading an
+// out-of-range value as the enum type is undefined in C++ (UBSan: "not a valid value for type"), so every
+// enum from the ABI is checked through this before it is used as an enum.
+template <typename E>
+int rawEnum(const E& e) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &e, sizeof(v));
+  return static_cast<int>(v);
+}
+
+strataResult_t checkDtype(const char* what, strataComm* comm, const strataDataType_t& datatype) {
+  const int raw = rawEnum(datatype);
+  if (dtypeValid(raw)) return strataSuccess;
+  return record(comm, strataInvalidArgument, strprintf("%s: invalid datatype %d", what, raw));
+}
+
 strataResult_t issue(const char* what, strataComm* comm, CollCall call, strataStream_t stream) {
   Held held(comm);
   if (!held) return held.refuse(what);
@@ -444,12 +462,10 @@ strataResult_t strataCommExplain(strataComm_t comm, strataCollective_t collectiv
   if (!held) return held.refuse("strataCommExplain");
   static const CollKind kinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather,
                                    CollKind::kBroadcast, CollKind::kReduce,        CollKind::kAllToAll};
-  const int c = static_cast<int>(collective);
+  const int c = rawEnum(collective);
   if (c < 0 || c >= static_cast<int>(std::size(kinds)))
     return record(comm, strataInvalidArgument, strprintf("strataCommExplain: invalid collective %d", c));
-  if (!dtypeValid(static_cast<int>(datatype)))
-    return record(comm, strataInvalidArgument,
-                  strprintf("strataCommExplain: invalid datatype %d", static_cast<int>(datatype)));
+  if (strataResult_t r = checkDtype("strataCommExplain", comm, datatype); r != strataSuccess) return r;
   if (algorithm && algorithmLen == 0)
     return record(comm, strataInvalidArgument, "strataCommExplain: algorithmLen is 0");
   return guarded(comm, [&] {
@@ -468,9 +484,8 @@ strataResult_t strataRedOpCreatePreMulSum(strataRedOp_t* op, void* scalar, strat
   Held held(comm);
   if (!held) return held.refuse("strataRedOpCreatePreMulSum");
   if (!op || !scalar) return record(comm, strataInvalidArgument, "strataRedOpCreatePreMulSum: op or scalar is NULL");
-  if (!dtypeValid(static_cast<int>(datatype)))
-    return record(comm, strataInvalidArgument, strprintf("strataRedOpCreatePreMulSum: invalid datatype %d", datatype));
-  if (residence != strataScalarHostImmediate)
+  if (strataResult_t r = checkDtype("strataRedOpCreatePreMulSum", comm, datatype); r != strataSuccess) return r;
+  if (rawEnum(residence) != strataScalarHostImmediate)
     return record(comm, strataInvalidArgument,
                   "strataRedOpCreatePreMulSum: only strataScalarHostImmediate is supported for host buffers");
   return guarded(comm, [&] {
@@ -487,42 +502,49 @@ strataResult_t strataRedOpDestroy(strataRedOp_t op, strataComm_t comm) {
 
 strataResult_t strataAllReduce(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
                                strataRedOp_t op, strataComm_t comm, strataStream_t stream) {
+  if (strataResult_t r = checkDtype("strataAllReduce", comm, datatype); r != strataSuccess) return r;
   CollCall c{CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, -1};
   return issue("strataAllReduce", comm, c, stream);
 }
 
 strataResult_t strataReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, strataDataType_t datatype,
                                    strataRedOp_t op, strataComm_t comm, strataStream_t stream) {
+  if (strataResult_t r = checkDtype("strataReduceScatter", comm, datatype); r != strataSuccess) return r;
   CollCall c{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, -1};
   return issue("strataReduceScatter", comm, c, stream);
 }
 
 strataResult_t strataAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, strataDataType_t datatype,
                                strataComm_t comm, strataStream_t stream) {
+  if (strataResult_t r = checkDtype("strataAllGather", comm, datatype); r != strataSuccess) return r;
   CollCall c{CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, strataSum, 0, -1};
   return issue("strataAllGather", comm, c, stream);
 }
 
 strataResult_t strataBroadcast(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype, int root,
                                strataComm_t comm, strataStream_t stream) {
+  if (strataResult_t r = checkDtype("strataBroadcast", comm, datatype); r != strataSuccess) return r;
   CollCall c{CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, strataSum, root, -1};
   return issue("strataBroadcast", comm, c, stream);
 }
 
 strataResult_t strataReduce(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
                             strataRedOp_t op, int root, strataComm_t comm, strataStream_t stream) {
+  if (strataResult_t r = checkDtype("strataReduce", comm, datatype); r != strataSuccess) return r;
   CollCall c{CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, -1};
   return issue("strataReduce", comm, c, stream);
 }
 
 strataResult_t strataAllToAll(const void* sendbuff, void* recvbuff, size_t count, strataDataType_t datatype,
                               strataComm_t comm, strataStream_t stream) {
+  if (strataResult_t r = checkDtype("strataAllToAll", comm, datatype); r != strataSuccess) return r;
   CollCall c{CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, strataSum, 0, -1};
   return issue("strataAllToAll", comm, c, stream);
 }
 
 strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
                           strataStream_t stream) {
+  if (strataResult_t r = checkDtype("strataSend", comm, datatype); r != strataSuccess) return r;
   CollCall c{CollKind::kSend, sendbuff, nullptr, count, datatype, strataSum, 0, peer};
   if (tGroup.depth == 0) {
     Held held(comm);
@@ -534,6 +556,7 @@ strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t d
 
 strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
                           strataStream_t stream) {
+  if (strataResult_t r = checkDtype("strataRecv", comm, datatype); r != strataSuccess) return r;
   CollCall c{CollKind::kRecv, nullptr, recvbuff, count, datatype, strataSum, 0, peer};
   if (tGroup.depth == 0) {
     Held held(comm);

@@ -315,3 +315,26 @@ TEST(CApi, FreedWorkIsRejected) {
   EXPECT_EQ(strataWorkFree(nullptr), strataSuccess);
   EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
 }
+
+// A unique id makes one communicator. Its root service ends when that communicator is destroyed, so a second
+// strataCommInitRank with it can never complete: it is refused at once, saying why, instead of retrying the
+// connection until STRATA_TIMEOUT_MS.
+TEST(CApi, ReusingTheIdOfADestroyedCommunicatorIsRefused) {
+  const char* old = getenv("STRATA_TIMEOUT_MS");
+  const std::string saved = old ? old : "";
+  setenv("STRATA_TIMEOUT_MS", "4000", 1);
+  strataUniqueId id;
+  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  strataComm_t comm = nullptr;
+  ASSERT_EQ(strataCommInitRank(&comm, 1, id, 0), strataSuccess);
+  ASSERT_EQ(strataCommDestroy(comm), strataSuccess);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    strataComm_t again = nullptr;
+    EXPECT_EQ(strataCommInitRank(&again, 1, id, 0), strataInvalidUsage) << strataGetLastError(nullptr);
+    EXPECT_NE(std::string(strataGetLastError(nullptr)).find("strataGetUniqueId"), std::string::npos)
+        << strataGetLastError(nullptr);
+    if (again) strataCommDestroy(again);
+  }
+  if (old) setenv("STRATA_TIMEOUT_MS", saved.c_str(), 1);
+  else unsetenv("STRATA_TIMEOUT_MS");
+}

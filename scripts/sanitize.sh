@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The sanitizer jobs (run by .ci/run after `make test`, and by hand):
+#   bash scripts/sanitize.sh asan [BUILD_DIR]   ASan + UBSan (gcc): every unit test, then a multi-process subset
+#   bash scripts/sanitize.sh tsan [BUILD_DIR]   ThreadSanitizer (clang): the unit tests whose ranks or callers
+#                                                are threads of one process (TSAN_TESTS below)
+# Any report fails the job: UBSan does not recover, ASan and TSan stop at the first error (halt_on_error=1).
+# CUDA and MPI are left out of these builds: the CUDA code cannot run here (its host logic is covered through
+# the fake CudaApi, which is built), and MPI is only a benchmark baseline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kind=${1:?usage: sanitize.sh asan|tsan [BUILD_DIR]}
+build=${2:-build-$kind}
+jobs=$(nproc)
+
+# The multi-process subset for ASan: every collective over shm and tcp at 2 and 3 ranks, a killed rank, a
+# flooded root (ctest names in tests/multiproc/CMakeLists.txt).
+ASAN_CTESTS='^(coll_shm_n2|coll_shm_n3|coll_tcp_n2|coll_tcp_n3|fault_kill_rank1_shm|fault_kill_rank1_tcp|flood_root_shm|root_rank_exits_early_shm)$'
+# Threads of one process: abort and destroy from other threads, ranks as threads and async work (CApi), the
+# transports and desync detection with each rank a thread, the bootstrap, the overlap scheduler, and the device
+# engine over the fake CudaApi. UCX is left out: its library is not instrumented.
+TSAN_TESTS='Abort.*:CApi.*:Transports/*:ShmTransport.*:TcpTransport.*:Overlap.*:Bootstrap.*:Sizes/BootstrapRanks.*:DeviceEngine.*'
+
+case "$kind" in
+  asan)
+    cc=gcc cxx=g++
+    flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+    export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0
+    export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+    targets="strata_unit_tests strata-run strata_coll_test strata_fault_test"
+    ;;
+  tsan)
+    cc=clang cxx=clang++
+    flags="-fsanitize=thread -fno-omit-frame-pointer"
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    targets="strata_unit_tests"
+    ;;
+  *) echo "sanitize.sh: unknown job '$kind' (asan or tsan)" >&2; exit 2 ;;
+esac
+
+start=$(date +%s)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=OFF -DSTRATA_LAYER_CHECK=OFF \
+  -DSTRATA_WITH_CUDA=OFF -DSTRATA_WITH_MPI=OFF -DCMAKE_C_COMPILER=$cc -DCMAKE_CXX_COMPILER=$cxx \
+  -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
+  -DCMAKE_SHARED_LINKER_FLAGS="$flags" > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+# shellcheck disable=SC2086
+cmake --build "$build" -j "$jobs" --target $targets
+echo "sanitize.sh $kind: built in $(( $(date +%s) - start )) s"
+
+unit=$build/bin/strata_unit_tests
+if [[ $kind == asan ]]; then
+  "$unit" --gtest_brief=1
+  (cd "$build" && ctest --output-on-failure --timeout 900 -R "$ASAN_CTESTS")
+else
+  "$unit" --gtest_brief=1 --gtest_filter="$TSAN_TESTS"
+fi
+echo "sanitize.sh $kind: passed in $(( $(date +%s) - start )) s"
