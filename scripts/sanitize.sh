@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sanitizer jobs (run by .ci/run after `make test`, and by hand):
 #   bash scripts/sanitize.sh asan [BUILD_DIR]   ASan + UBSan (gcc): every unit test, then a multi-process subset
-#   bash scripts/sanitize.sh tsan [BUILD_DIR]   ThreadSanitizer (clang): the unit tests whose ranks or callers
+#   bash scripts/sanitize.sh tsan [BUILD_DIR]   ThreadSanitizer (gcc): the unit tests whose ranks or callers
 #                                                are threads of one process (TSAN_TESTS below)
 # Any report fails the job: UBSan does not recover, ASan and TSan stop at the first error (halt_on_error=1).
 # CUDA and MPI are left out of these builds: the CUDA code cannot run here (its host logic is covered through
@@ -25,11 +25,12 @@ case "$kind" in
     cc=gcc cxx=g++
     flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
     export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0
+    export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp:print_suppressions=0
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     targets="strata_unit_tests strata-run strata_coll_test strata_fault_test"
     ;;
   tsan)
-    cc=clang cxx=clang++
+    cc=gcc cxx=g++  # clang 14 lacks C++20 aggregate deduction (util/config.cc)
     flags="-fsanitize=thread -fno-omit-frame-pointer"
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
     targets="strata_unit_tests"

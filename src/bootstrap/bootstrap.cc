@@ -23,6 +23,10 @@ using bootstrap_wire::WireWriter;
 
 // User tags are 32-bit; collectives put their sequence number above them, so the two never collide.
 constexpr uint64_t kCollTagBase = uint64_t(1) << 32;
+// A bootstrap wait longer than this is published to the root (publishWait); a timeout asks the root to explain
+// the peer's own wait for at most kExplainWaitMs.
+constexpr int64_t kPublishWaitMs = 20;
+constexpr int64_t kExplainWaitMs = 1000;
 
 uint64_t hashWords(const std::array<uint8_t, 16>& key, const char* domain, std::initializer_list<uint64_t> words) {
   WireWriter w;
@@ -93,6 +97,20 @@ void Bootstrap::checkPeer(int peer, const char* op) const {
 
 void Bootstrap::send(int peer, uint32_t tag, const void* data, size_t len) { sendTagged(peer, tag, data, len); }
 
+void Bootstrap::publishWait(const std::vector<int>& peers, const std::string& what) {
+  std::vector<int> world;
+  for (int p : peers)
+    if (p >= 0 && p < size()) world.push_back(worldRank(p));
+  net_->publishWait(world, what);
+}
+
+std::string Bootstrap::explainWait(const std::vector<int>& peers) {
+  std::vector<int> world;
+  for (int p : peers)
+    if (p >= 0 && p < size()) world.push_back(worldRank(p));
+  return net_->explainWait(world, kExplainWaitMs);
+}
+
 std::vector<uint8_t> Bootstrap::recv(int peer, uint32_t tag) {
   return recvTagged(peer, tag, strprintf("recv(tag %u)", tag).c_str());
 }
@@ -107,17 +125,29 @@ std::vector<uint8_t> Bootstrap::recvTagged(int peer, uint64_t tag, const char* w
   checkPeer(peer, "recv");
   std::vector<uint8_t> out;
   const int64_t ms = net_->config().timeoutMs;
-  switch (net_->recv(commId_, worldRank(peer), tag, Deadline::in(ms), out, &cancelled_)) {
+  const Deadline deadline = Deadline::in(ms);
+  // A wait that lasts tells the root, so that a peer timing out on this rank can learn that this rank is
+  // itself waiting, and on whom.
+  BootstrapNetwork::RecvStatus st =
+      net_->recv(commId_, worldRank(peer), tag, deadline.earlier(Deadline::in(kPublishWaitMs)), out, &cancelled_);
+  if (st == BootstrapNetwork::RecvStatus::kTimeout && !deadline.expired()) {
+    publishWait({peer}, strprintf("bootstrap %s of rank %d", what, rank_));
+    st = net_->recv(commId_, worldRank(peer), tag, deadline, out, &cancelled_);
+    publishWait({}, "");
+  }
+  switch (st) {
     case BootstrapNetwork::RecvStatus::kOk: return out;
     case BootstrapNetwork::RecvStatus::kCancelled:
       throw RemoteError(strprintf("bootstrap %s on rank %d (world rank %d) waiting for peer %d aborted: %s", what,
                                   rank_, worldRank(rank_), peer, cancelReason_.c_str()));
-    case BootstrapNetwork::RecvStatus::kTimeout:
-      throw TimeoutError(
-          strprintf("bootstrap %s on rank %d (world rank %d) timed out after %lld ms waiting for "
-                    "peer %d (world %s) [comm 0x%016llx]",
-                    what, rank_, worldRank(rank_), static_cast<long long>(ms), peer,
-                    net_->describe(worldRank(peer)).c_str(), static_cast<unsigned long long>(commId_)));
+    case BootstrapNetwork::RecvStatus::kTimeout: {
+      const std::string chain = explainWait({peer});
+      throw TimeoutError(strprintf(
+          "bootstrap %s on rank %d (world rank %d) timed out after %lld ms waiting for "
+          "peer %d (world %s) [comm 0x%016llx]%s%s",
+          what, rank_, worldRank(rank_), static_cast<long long>(ms), peer, net_->describe(worldRank(peer)).c_str(),
+          static_cast<unsigned long long>(commId_), chain.empty() ? "" : ": ", chain.c_str()));
+    }
     case BootstrapNetwork::RecvStatus::kFailed: break;
   }
   throw RemoteError(strprintf("bootstrap %s on rank %d (world rank %d) from peer %d (world rank %d) aborted: %s", what,

@@ -124,6 +124,13 @@ class Bootstrap : public PeerExchange {
   /// "host H, pid P" of rank `rank` of this view, for error messages.
   std::string peerDescription(int rank) const;
 
+  /// Tells the root that this rank has been waiting a while on `peers` (ranks of this view) in `what`; empty
+  /// peers: not waiting any more. The root follows these to name who is at the end of a chain of waits.
+  void publishWait(const std::vector<int>& peers, const std::string& what);
+  /// The root's account of what `peers` are themselves waiting on, down to the ranks that are not waiting
+  /// ("" if it does not know or does not answer in time). For timeout messages.
+  std::string explainWait(const std::vector<int>& peers);
+
   /// Rank of this communicator -> rank in the job's bootstrap network.
   int worldRank(int rank) const { return worldRanks_[static_cast<size_t>(rank)]; }
 

@@ -41,6 +41,10 @@ using namespace bootstrap_wire;
 
 // How long the goodbye and the root's closing of the connection may take at destruction.
 constexpr int64_t kGoodbyeMaxMs = 10000;
+// Wait-chain diagnosis (publishWait, explainWait): small frames to the root, never worth a long block.
+constexpr int64_t kWaitIoMs = 200;
+// The mailbox the root's answers arrive in: no communicator has this id (ids are hashes).
+constexpr uint64_t kWaitAnswerCommId = ~uint64_t{0};
 
 std::string localHostName() {
   char buf[256] = {0};
@@ -219,6 +223,12 @@ void BootstrapNetwork::receiverLoop() {
         }
         case MsgType::kFailure:
         case MsgType::kError: recordFailure(r.str(), true); break;
+        case MsgType::kWaitAnswer: {
+          const uint64_t query = r.u64();
+          std::string text = r.str();
+          deliver(kWaitAnswerCommId, rank_, query, std::vector<uint8_t>(text.begin(), text.end()));
+          break;
+        }
         case MsgType::kRootLeaving: {
           std::string why = r.str();
           STRATA_INFO(kLogBootstrap, "bootstrap rank %d: %s; the root may go away with it", rank_, why.c_str());
@@ -427,6 +437,47 @@ void BootstrapNetwork::reportFailure(const std::string& reason) {
   } catch (const std::exception& e) {
     STRATA_WARN(kLogBootstrap, "bootstrap rank %d: could not report the failure to the root: %s", rank_, e.what());
   }
+}
+
+namespace {
+void writeRanks(WireWriter& w, const std::vector<int>& ranks) {
+  w.u32(static_cast<uint32_t>(ranks.size()));
+  for (int r : ranks) w.u32(static_cast<uint32_t>(r));
+}
+}  // namespace
+
+void BootstrapNetwork::publishWait(const std::vector<int>& worldPeers, const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (rootLost_) return;
+  }
+  try {
+    WireWriter w;
+    w.str(what.size() > 512 ? what.substr(0, 512) : what);
+    writeRanks(w, worldPeers);
+    writeFrame(makeFrame(MsgType::kWaitState, w.data()), Deadline::in(kWaitIoMs));
+  } catch (const std::exception& e) {
+    STRATA_INFO(kLogBootstrap, "bootstrap rank %d: could not tell the root what it waits on: %s", rank_, e.what());
+  }
+}
+
+std::string BootstrapNetwork::explainWait(const std::vector<int>& worldPeers, int64_t timeoutMs) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (rootLost_) return "";
+  }
+  const uint64_t query = nextWaitQuery_.fetch_add(1);
+  try {
+    WireWriter w;
+    w.u64(query);
+    writeRanks(w, worldPeers);
+    writeFrame(makeFrame(MsgType::kWaitQuery, w.data()), Deadline::in(kWaitIoMs));
+  } catch (const std::exception&) {
+    return "";
+  }
+  std::vector<uint8_t> out;
+  if (recv(kWaitAnswerCommId, rank_, query, Deadline::in(timeoutMs), out) != RecvStatus::kOk) return "";
+  return std::string(out.begin(), out.end());
 }
 
 std::string BootstrapNetwork::failure() const {

@@ -67,6 +67,13 @@ class BootstrapNetwork {
   void reportFailure(const std::string& reason);
   std::string failure() const;
 
+  /// Tells the root that this rank has been waiting on `worldPeers` in `what` (empty peers: it is not
+  /// waiting any more). Best effort: a lost root only loses the diagnosis.
+  void publishWait(const std::vector<int>& worldPeers, const std::string& what);
+  /// The root's account of what `worldPeers` are waiting on, following the chain to the ranks that are not
+  /// waiting in Strata; "" if the root does not answer within `timeoutMs`.
+  std::string explainWait(const std::vector<int>& worldPeers, int64_t timeoutMs);
+
  private:
   BootstrapNetwork(const Config& config, const UniqueIdInfo& id, int rank);
   void handshake(int nranks, bootstrap_io::Deadline deadline);
@@ -96,6 +103,7 @@ class BootstrapNetwork {
   bool closing_ = false;     // the destructor said goodbye: EOF from the root is expected
   bool receiverDone_ = false;
   std::map<uint64_t, std::function<void(const std::string&)>> handlers_;
+  std::atomic<uint64_t> nextWaitQuery_{1};
   uint64_t nextHandlerId_ = 1;
   std::thread receiver_;
 };

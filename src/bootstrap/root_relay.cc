@@ -1,6 +1,7 @@
 // What the root service does with each message, and the job's control plane once every rank is in: relaying
 // messages between ranks, broadcasting failures, goodbyes, and noticing ranks that disconnect or die. See
 // root_service.h.
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,17 @@ namespace bootstrap_root {
 
 using namespace bootstrap_io;
 using namespace bootstrap_wire;
+
+namespace {
+// A list of ranks in a wait message: a count, then that many u32s (the reader throws past the frame's end).
+std::vector<int> readRanks(WireReader& r) {
+  const uint32_t n = r.u32();
+  if (n > 4096) throw RemoteError(strprintf("a wait message lists %u ranks", n));
+  std::vector<int> ranks(n);
+  for (auto& v : ranks) v = static_cast<int>(r.u32());
+  return ranks;
+}
+}  // namespace
 
 void RootService::handleFrame(Conn& c, MsgType type, const uint8_t* p, size_t len) {
   switch (c.state) {
@@ -38,6 +50,21 @@ void RootService::handleFrame(Conn& c, MsgType type, const uint8_t* p, size_t le
       broadcastFailure(strprintf("%s reported a failure: %s", c.who().c_str(), reason.c_str()), c.rank);
       return;
     }
+    case MsgType::kWaitState: {
+      WireReader r(p, len);
+      c.waitWhat = r.str();
+      c.waitingOn = readRanks(r);
+      c.waitSince = Clock::now();
+      return;
+    }
+    case MsgType::kWaitQuery: {
+      WireReader r(p, len);
+      const uint64_t query = r.u64();
+      WireWriter w;
+      w.u64(query).str(explainWaits(readRanks(r)));
+      queue(c, MsgType::kWaitAnswer, w.data());
+      return;
+    }
     case MsgType::kGoodbye:
       STRATA_INFO(kLogBootstrap, "bootstrap root %s: %s said goodbye", name_.c_str(), c.who().c_str());
       c.goodbye = true;
@@ -51,6 +78,53 @@ void RootService::handleFrame(Conn& c, MsgType type, const uint8_t* p, size_t le
       return;
     default: protocolError(c, strprintf("sent unexpected message type %u", static_cast<uint32_t>(type)));
   }
+}
+
+std::string RootService::explainWaits(const std::vector<int>& peers) const {
+  // Breadth first from the asked ranks: each waiting rank leads to the ranks it waits on; the chain ends at
+  // ranks that are not waiting (stopped, or busy outside Strata) or that are gone. A bounded account.
+  constexpr size_t kMaxItems = 8;
+  std::vector<int> frontier = peers;
+  std::vector<bool> seen(rankConn_.size(), false);
+  std::vector<std::string> items;
+  bool cycle = false;
+  const auto now = Clock::now();
+  while (!frontier.empty() && items.size() < kMaxItems) {
+    std::vector<int> next;
+    for (int r : frontier) {
+      if (r < 0 || static_cast<size_t>(r) >= rankConn_.size() || items.size() >= kMaxItems) continue;
+      if (seen[static_cast<size_t>(r)]) {
+        const Conn* c = rankConn_[static_cast<size_t>(r)];
+        if (c && !c->waitingOn.empty()) cycle = true;
+        continue;
+      }
+      seen[static_cast<size_t>(r)] = true;
+      const Conn* c = rankConn_[static_cast<size_t>(r)];
+      if (!c || c->dead) {
+        items.push_back(strprintf("rank %d has disconnected from the bootstrap root", r));
+      } else if (c->goodbye) {
+        items.push_back(c->who() + " has destroyed its communicators");
+      } else if (!c->waitingOn.empty()) {
+        std::string on;
+        for (int q : c->waitingOn) {
+          on += (on.empty() ? "" : ", ") + std::to_string(q);
+          next.push_back(q);
+        }
+        const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - c->waitSince).count();
+        items.push_back(strprintf("%s is itself waiting (for %lld ms, in %s) on rank%s %s", c->who().c_str(), ms,
+                                  c->waitWhat.c_str(), c->waitingOn.size() > 1 ? "s" : "", on.c_str()));
+      } else {
+        items.push_back(c->who() +
+                        " is not waiting in Strata: it is stopped, or busy outside Strata (it has not reached "
+                        "this call)");
+      }
+    }
+    frontier = std::move(next);
+  }
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : "; ") + item;
+  if (cycle) out += "; the waits form a cycle (ranks calling collectives or sends in different orders?)";
+  return out;
 }
 
 void RootService::relay(Conn& c, const uint8_t* p, size_t len) {

@@ -70,6 +70,10 @@ class RootService {
     size_t inOff = 0;
     std::vector<uint8_t> out;
     size_t outOff = 0;
+    // What the rank last said it waits on (kWaitState): ranks, in what, since when (empty: not waiting).
+    std::vector<int> waitingOn;
+    std::string waitWhat;
+    Clock::time_point waitSince;
 
     std::string who() const { return strprintf("rank %d (host %s, pid %u)", rank, host.c_str(), pid); }
   };
@@ -107,6 +111,8 @@ class RootService {
   // (root_relay.cc).
   void handleFrame(Conn& c, MsgType type, const uint8_t* p, size_t len);
   void relay(Conn& c, const uint8_t* p, size_t len);
+  /// Who `peers` wait on, and so on down the chain to the ranks that are not waiting (kWaitQuery).
+  std::string explainWaits(const std::vector<int>& peers) const;
   bool isLocal(const Conn& c) const { return c.pid == myPid_ && c.host == myHost_; }
   bool anyLocalActive() const;
   /// The last rank of the root's own process left on purpose. The other ranks may still be finishing work

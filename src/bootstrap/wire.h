@@ -36,6 +36,12 @@ enum class MsgType : uint32_t {
   /// Root -> rank: every rank living in the root's own process has left; the root ends with that process,
   /// so its closing the connection later is not a failure of the job.
   kRootLeaving = 9,
+  /// Rank -> root: the ranks this rank has been waiting on for a while, and in what (none: not waiting any
+  /// more). The root keeps the last one of each rank, to tell who is at the end of a chain of waits.
+  kWaitState = 10,
+  /// Rank -> root: who are these ranks waiting on? Answered with kWaitAnswer (same query id).
+  kWaitQuery = 11,
+  kWaitAnswer = 12,
 };
 
 constexpr uint32_t kProtocolMagic = 0x53425431;  // "STB1": a Strata bootstrap root, protocol version 1

@@ -16,6 +16,22 @@
 namespace strata {
 namespace {
 
+// The root's record of waits, through this communicator's bootstrap view (gone after destroy: then silent).
+class BootstrapWaitBoard final : public WaitBoard {
+ public:
+  explicit BootstrapWaitBoard(std::weak_ptr<Bootstrap> boot) : boot_(std::move(boot)) {}
+  void publishWait(const std::vector<int>& peers, const std::string& what) override {
+    if (auto b = boot_.lock()) b->publishWait(peers, what);
+  }
+  std::string explainWait(const std::vector<int>& peers) override {
+    auto b = boot_.lock();
+    return b ? b->explainWait(peers) : "";
+  }
+
+ private:
+  std::weak_ptr<Bootstrap> boot_;
+};
+
 int64_t nowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -83,8 +99,9 @@ std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr
 
   comm->selector_ = std::make_unique<Selector>(config.algo, tuningInputs(comm->topology_, comm->chunkBytes()), me);
   comm->conns_ = std::make_unique<ConnectionTable>(me, comm->config_, boot, std::move(sameHost));
-  comm->progress_ =
-      std::make_unique<Progress>(config.timeoutMs, oversubscribed ? 0 : config.spinUs, *comm->conns_, comm->failure_);
+  comm->waitBoard_ = std::make_unique<BootstrapWaitBoard>(comm->bootstrap_);
+  comm->progress_ = std::make_unique<Progress>(config.timeoutMs, oversubscribed ? 0 : config.spinUs, *comm->conns_,
+                                               comm->failure_, comm->waitBoard_.get());
   comm->exec_ =
       std::make_unique<CollectiveExecutor>(me, comm->nranks_, std::move(hostOf), config.pieceBytes, comm->chunkBytes(),
                                            *comm->selector_, comm->redOps_, *comm->conns_, *comm->progress_);

@@ -106,6 +106,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   // Set by create() once the topology is known.
   std::unique_ptr<Selector> selector_;
   std::unique_ptr<ConnectionTable> conns_;
+  std::unique_ptr<WaitBoard> waitBoard_;  // before progress_, which uses it
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<CollectiveExecutor> exec_;
   WorkQueue queue_;

@@ -24,8 +24,8 @@ inline void cpuRelax() {
 
 }  // namespace
 
-Progress::Progress(int64_t timeoutMs, int spinUs, ConnectionTable& conns, const FailureState& failure)
-    : timeoutMs_(timeoutMs), spinNs_(int64_t(spinUs) * 1000), conns_(conns), failure_(failure) {}
+Progress::Progress(int64_t timeoutMs, int spinUs, ConnectionTable& conns, const FailureState& failure, WaitBoard* board)
+    : timeoutMs_(timeoutMs), spinNs_(int64_t(spinUs) * 1000), conns_(conns), failure_(failure), board_(board) {}
 
 std::string Progress::explainRemote(const std::string& what, const Error& e) const {
   if (e.code() != strataRemoteError) return what + ": " + e.what();
@@ -51,6 +51,13 @@ bool Progress::pollStalled(Waitable& w) {
 
 void Progress::drive(Waitable& w, const OpLabel& label, const char* phase) {
   auto whatStr = [&] { return label.str() + (phase ? phase : ""); };
+  // A published wait is withdrawn however the drive ends.
+  struct Published {
+    WaitBoard* board = nullptr;
+    ~Published() {
+      if (board) board->publishWait({}, "");
+    }
+  } published;
   int64_t deadline = 0;  // set at the first stall: the clock is not read while work moves
   int64_t idleSince = 0;
   int64_t nextCheck = 0;
@@ -100,9 +107,16 @@ void Progress::drive(Waitable& w, const OpLabel& label, const char* phase) {
           }
         }
       }
-      if (now > deadline)
-        throw TimeoutError(strprintf("%s timed out after %lld ms (STRATA_TIMEOUT_MS) waiting on: %s", whatStr().c_str(),
-                                     static_cast<long long>(timeoutMs_), w.describeStall().c_str()));
+      if (board_ && !published.board && now - idleSince >= kPublishWaitNs) {
+        board_->publishWait(w.stalledPeers(), whatStr());
+        published.board = board_;
+      }
+      if (now > deadline) {
+        const std::string chain = board_ ? board_->explainWait(w.stalledPeers()) : "";
+        throw TimeoutError(strprintf("%s timed out after %lld ms (STRATA_TIMEOUT_MS) waiting on: %s%s%s",
+                                     whatStr().c_str(), static_cast<long long>(timeoutMs_), w.describeStall().c_str(),
+                                     chain.empty() ? "" : "; ", chain.c_str()));
+      }
     }
     // Spin briefly, then block on the sockets when every link we wait on has them, else yield, then sleep:
     // ranks often outnumber cores, and on a network wait the kernel needs the CPU to move the bytes.

@@ -18,6 +18,17 @@
 
 namespace strata {
 
+/// The control plane's record of who waits on whom (the bootstrap root, through CommImpl): a wait that lasts
+/// is published, and a timeout asks who its peers wait on, so that it names the rank at the end of the chain.
+class WaitBoard {
+ public:
+  virtual ~WaitBoard() = default;
+  /// This rank has been waiting on `peers` in `what`; empty peers: it is not waiting any more.
+  virtual void publishWait(const std::vector<int>& peers, const std::string& what) = 0;
+  /// What `peers` are themselves waiting on, down the chain; "" if unknown.
+  virtual std::string explainWait(const std::vector<int>& peers) = 0;
+};
+
 class Progress {
  public:
   // Backoff while a wait makes no progress.
@@ -28,9 +39,12 @@ class Progress {
   static constexpr int64_t kMaxSleepNs = 100000;         // ... to 100 us
   static constexpr int kPollTimeoutMs = 1;               // blocking on sockets: failures and deadlines stay visible
   static constexpr int64_t kVerdictWaitNs = 2000000000;  // how long a broken link waits for the root's verdict
+  static constexpr int64_t kPublishWaitNs = 20000000;    // a wait stalled this long is published (WaitBoard)
 
   /// `spinUs`: how long an idle wait spins before it yields (0: yield at once, for oversubscribed hosts).
-  Progress(int64_t timeoutMs, int spinUs, ConnectionTable& conns, const FailureState& failure);
+  /// `board` (may be null) hears of waits that last and explains timeouts.
+  Progress(int64_t timeoutMs, int spinUs, ConnectionTable& conns, const FailureState& failure,
+           WaitBoard* board = nullptr);
 
   /// Drives `w` until done. Throws RemoteError (a peer died, or the communicator failed meanwhile) or
   /// TimeoutError (STRATA_TIMEOUT_MS), naming `label` (+ `phase`) and what it was waiting on.
@@ -46,6 +60,7 @@ class Progress {
   const int64_t spinNs_;
   ConnectionTable& conns_;
   const FailureState& failure_;
+  WaitBoard* const board_;
   std::vector<pollfd> pollFds_;
 };
 

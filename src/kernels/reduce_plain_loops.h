@@ -90,6 +90,17 @@ void combineF32(float* __restrict x, const float* __restrict y, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] = Op::apply(x[i], y[i]);
 }
 
+// The narrow formats' combine: when both inputs are NaN the result is the first one's (its sign survives the
+// encode), as the vector tiers' fused kernels give it. x + y alone leaves that to the compiler, which may swap
+// the operands of a commutative add (it did at -O2), and the tiers then disagree on the NaN's sign.
+template <class Op>
+void combineF32FirstNaN(float* __restrict x, const float* __restrict y, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float r = Op::apply(x[i], y[i]);
+    x[i] = x[i] != x[i] ? x[i] : r;
+  }
+}
+
 template <class Codec, class Op>
 struct Widened {
   using Storage = typename Codec::Storage;
@@ -100,7 +111,7 @@ struct Widened {
     alignas(kCacheLine) float fb[kBlock];
     Codec::decode(fa, a, n);
     Codec::decode(fb, b, n);
-    combineF32<Op>(fa, fb, n);
+    combineF32FirstNaN<Op>(fa, fb, n);
     Codec::encode(out, fa, n);
   }
   static void direct(S* d, const S* a, const S* b, size_t n) {

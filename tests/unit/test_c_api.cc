@@ -5,7 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -221,6 +224,12 @@ TEST(CApi, ThreadRanksAllCollectivesAndSplit) {
 
 namespace {
 
+std::string strprintfForTest(const char* fmt, int a, int b, const char* c) {
+  char buf[4096];
+  snprintf(buf, sizeof(buf), fmt, a, b, c);
+  return buf;
+}
+
 // Two ranks as threads of this process; both handles are returned to the caller's thread.
 std::vector<strataComm_t> twoThreadRanks() {
   strataUniqueId id;
@@ -337,4 +346,63 @@ TEST(CApi, ReusingTheIdOfADestroyedCommunicatorIsRefused) {
   }
   if (old) setenv("STRATA_TIMEOUT_MS", saved.c_str(), 1);
   else unsetenv("STRATA_TIMEOUT_MS");
+}
+
+// Rank 1 waits on rank 0, which waits on rank 2, which never calls: the timeout must name rank 2, not only
+// the peer rank 1 happened to wait on. Rank 1 starts waiting first, so its deadline passes first. Twice: with
+// the connections set up (the waits are transfers), and the first time the pairs talk (the waits are the
+// bootstrap exchanges that set up the connections).
+void expectTimeoutNamesTheEndOfTheChain(bool connected) {
+  const char* old = getenv("STRATA_TIMEOUT_MS");
+  const std::string saved = old ? old : "";
+  setenv("STRATA_TIMEOUT_MS", "1500", 1);
+  strataUniqueId id;
+  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  std::vector<strataComm_t> comms(3, nullptr);
+  auto eachRank = [&](const std::function<void(int)>& body) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r) threads.emplace_back(body, r);
+    for (auto& t : threads) t.join();
+  };
+  eachRank([&](int r) { EXPECT_EQ(strataCommInitRank(&comms[r], 3, id, r), strataSuccess); });
+  if (old) setenv("STRATA_TIMEOUT_MS", saved.c_str(), 1);
+  else unsetenv("STRATA_TIMEOUT_MS");
+  if (connected) {
+    eachRank([&](int r) {
+      float out = 1, in[3] = {0, 0, 0};
+      EXPECT_EQ(strataGroupStart(), strataSuccess);
+      for (int p = 0; p < 3; ++p) {
+        if (p == r) continue;
+        EXPECT_EQ(strataSend(&out, 1, strataFloat32, p, comms[r], nullptr), strataSuccess);
+        EXPECT_EQ(strataRecv(&in[p], 1, strataFloat32, p, comms[r], nullptr), strataSuccess);
+      }
+      EXPECT_EQ(strataGroupEnd(), strataSuccess);
+    });
+  }
+  std::string errors[2];
+  std::atomic<int> finished{0};
+  eachRank([&](int r) {
+    float x = 0;
+    if (r == 2) {  // busy elsewhere until the others gave up
+      while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    if (strataRecv(&x, 1, strataFloat32, r == 0 ? 2 : 0, comms[r], nullptr) != strataSuccess)
+      errors[r] = strataGetLastError(comms[r]);
+    ++finished;
+  });
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(strprintfForTest("connected=%d rank %d: %s", connected, r, errors[r].c_str()));
+    EXPECT_NE(errors[r].find("timed out"), std::string::npos);
+    EXPECT_NE(errors[r].find("rank 0 (host"), std::string::npos);
+    EXPECT_NE(errors[r].find("rank 2 (host"), std::string::npos);
+    EXPECT_NE(errors[r].find("not waiting in Strata"), std::string::npos);
+  }
+  for (strataComm_t c : comms) strataCommAbort(c);
+}
+
+TEST(CApi, TimeoutNamesTheRankAtTheEndOfTheWaitChain) {
+  expectTimeoutNamesTheEndOfTheChain(true);
+  expectTimeoutNamesTheEndOfTheChain(false);
 }
