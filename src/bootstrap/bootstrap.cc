@@ -8,7 +8,6 @@
 #include <numeric>
 
 #include "bootstrap/network.h"
-#include "bootstrap/root_service.h"
 #include "bootstrap/wire.h"
 #include "util/config.h"
 #include "util/error.h"

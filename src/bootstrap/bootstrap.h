@@ -37,6 +37,11 @@ class BootstrapNetwork;
 UniqueIdInfo startRootService(const Config& config, const std::string& bindAddr, uint16_t port,
                               const std::array<uint8_t, 16>& secret, int nranksHint);
 
+/// True if a root service of this process served the unique id with this nonce, has ended (every rank of its
+/// communicator left), and none serves it now: connecting with that id again cannot succeed. Only ids of
+/// ephemeral-port roots (strataGetUniqueId) are tracked.
+bool rootEndedHere(uint64_t nonce);
+
 /// What strataCommInitFromEnv found in the environment.
 struct EnvLaunch {
   int rank = -1, size = -1, localRank = -1, localSize = -1;

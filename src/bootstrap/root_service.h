@@ -150,8 +150,4 @@ class RootService {
 
 }  // namespace bootstrap_root
 
-/// True if a root service of this process served the unique id with this nonce, has ended (every rank of its
-/// communicator left), and none serves it now: connecting with that id again cannot succeed.
-bool rootEndedHere(uint64_t nonce);
-
 }  // namespace strata
