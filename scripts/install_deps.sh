@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libgloo-dev libopenblas-dev
   iproute2 procps bc python3-dev
   clang-format
+  clang libclang-rt-14-dev
 )
 # module[:pip name]. nanobind and scikit-build-core build the Python package (bindings/python); torch is
 # for its torch.distributed backend and DDP tests (PyPI's wheel, with its CUDA libraries: about 5 GB).

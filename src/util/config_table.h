@@ -22,6 +22,11 @@ struct IntegerField {
   int64_t lo, hi;
   int64_t multipleOf = 1;
 };
+// Spelled out for compilers without C++20's aggregate deduction (clang 14, which the fuzz targets use).
+template <class T>
+IntegerField(T Config::*, int64_t, int64_t) -> IntegerField<T>;
+template <class T>
+IntegerField(T Config::*, int64_t, int64_t, int64_t) -> IntegerField<T>;
 /// One of the words in `choices`, written as the error message lists them: "auto, shm, tcp, ucx".
 struct ChoiceField {
   std::string Config::*field;
