@@ -4,6 +4,8 @@
 # and out-of-place, ITERS iterations each. Prints each build's median time per size and the ratio NEW / BASE, with
 # the range of the per-launch ratios (a launch of BASE and the NEW launch right after it form a pair).
 # usage: perf/ab_small_allreduce.sh BASE_BUILD NEW_BUILD [LAUNCHES] [ITERS] [NRANKS]
+# BASE_ENV / NEW_ENV (optional): VAR=value settings for one side only, to compare one build with a feature off
+# and on (for example BASE_ENV=STRATA_FLIGHT_RECORDER_ENTRIES=0 perf/ab_small_allreduce.sh build build).
 set -euo pipefail
 base=${1:?usage: perf/ab_small_allreduce.sh BASE_BUILD NEW_BUILD [LAUNCHES] [ITERS] [NRANKS]}
 new=${2:?usage: perf/ab_small_allreduce.sh BASE_BUILD NEW_BUILD [LAUNCHES] [ITERS] [NRANKS]}
@@ -15,8 +17,10 @@ trap 'rm -rf "$out"' EXIT
 for ((i = 0; i < launches; ++i)); do
   for side in base new; do
     dir=$base
-    [[ $side == new ]] && dir=$new
-    "$dir/bin/strata-run" -n "$nranks" --timeout 300 "$dir/bin/strata-perf" allreduce -b 8 -e 64 -f 2 \
+    settings=${BASE_ENV:-}
+    [[ $side == new ]] && dir=$new && settings=${NEW_ENV:-}
+    # shellcheck disable=SC2086
+    env $settings "$dir/bin/strata-run" -n "$nranks" --timeout 300 "$dir/bin/strata-perf" allreduce -b 8 -e 64 -f 2 \
       -n "$iters" -w 1000 -c 1 --json "$out/$side.$i.json" >/dev/null
   done
 done

@@ -103,6 +103,11 @@ strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm
 strataResult_t strataCommDestroy(strataComm_t comm);
 /// Stops outstanding work without waiting for peers and frees the communicator.
 strataResult_t strataCommAbort(strataComm_t comm);
+/// Writes the communicator's flight recorder (its last STRATA_FLIGHT_RECORDER_ENTRIES operations, their state and
+/// times) as JSON to `dir`/strata-flight-<comm id>-rank<rank>.json (dir NULL: STRATA_FLIGHT_RECORDER_DIR).
+/// `strata-doctor DIR` reads the dumps of all ranks. Also written on its own, when STRATA_FLIGHT_RECORDER_DIR is
+/// set, on a timeout, a failure (this rank's or a peer's), an abort, and SIGUSR1.
+strataResult_t strataCommDumpFlightRecorder(strataComm_t comm, const char* dir);
 /// The first asynchronous error the communicator has seen (strataSuccess if none).
 strataResult_t strataCommGetAsyncError(strataComm_t comm, strataResult_t* asyncError);
 strataResult_t strataCommCount(const strataComm_t comm, int* count);

@@ -432,6 +432,16 @@ static strataResult_t release(strataComm_t comm, bool abort) {
 strataResult_t strataCommDestroy(strataComm_t comm) { return release(comm, false); }
 strataResult_t strataCommAbort(strataComm_t comm) { return release(comm, true); }
 
+strataResult_t strataCommDumpFlightRecorder(strataComm_t comm, const char* dir) {
+  Held held(comm);
+  if (!held) return held.refuse("strataCommDumpFlightRecorder");
+  const std::string where = dir ? dir : comm->impl->config().flightRecorderDir;
+  if (where.empty())
+    return record(comm, strataInvalidArgument,
+                  "strataCommDumpFlightRecorder: dir is NULL and STRATA_FLIGHT_RECORDER_DIR is not set");
+  return guarded(comm, [&] { comm->impl->dumpFlightRecorder(where, "strataCommDumpFlightRecorder"); });
+}
+
 strataResult_t strataCommGetAsyncError(strataComm_t comm, strataResult_t* asyncError) {
   Held held(comm);
   if (!held) return held.refuse("strataCommGetAsyncError");

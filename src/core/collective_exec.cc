@@ -28,7 +28,7 @@ std::vector<int> planPeers(const Plan& plan) {
 
 CollectiveExecutor::CollectiveExecutor(int rank, int nranks, std::vector<int> hostOf, size_t pieceBytes,
                                        size_t chunkBytes, const Selector& selector, const RedOpTable& ops,
-                                       ConnectionTable& conns, Progress& progress)
+                                       ConnectionTable& conns, Progress& progress, FlightRecorder& recorder)
     : rank_(rank),
       nranks_(nranks),
       hostOf_(std::move(hostOf)),
@@ -38,6 +38,7 @@ CollectiveExecutor::CollectiveExecutor(int rank, int nranks, std::vector<int> ho
       ops_(ops),
       conns_(conns),
       progress_(progress),
+      recorder_(recorder),
       sendsTo_(static_cast<size_t>(nranks), 0),
       recvsFrom_(static_cast<size_t>(nranks), 0) {}
 
@@ -106,6 +107,8 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
   const OpLabel what{rank_, call.kind, nullptr, seq, call.count, call.dtype, cached->plan.algorithm.c_str(), 0};
   STRATA_TRACE(kLogColl, "%s", what.str().c_str());
   const MsgStamp stamp = collStamp(call, static_cast<uint32_t>(seq));
+  FlightScope flight(recorder_, recorder_.start(seq, call.kind, call.dtype, call.op, call.count,
+                                                isRooted(call.kind) ? call.root : -1, -1, what.algorithm));
   runPlan(cached->plan, cached->peers, buffers, call.dtype, eff.kind, what, PlanStamps{{&stamp, 1}, {&stamp, 1}});
 
   if (eff.postDiv != 1) {
@@ -113,6 +116,7 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
     callBufferElems(call, nranks_, rank_, &sendElems, &recvElems);
     if (recvElems) divideBy(call.recvbuff, call.recvbuff, recvElems, call.dtype, eff.postDiv);
   }
+  flight.done();
 }
 
 void CollectiveExecutor::runP2P(std::span<const CollCall> calls) {
@@ -161,7 +165,10 @@ void CollectiveExecutor::runP2P(std::span<const CollCall> calls) {
   }
   const Plan plan = p2pGroupPlan(rank_, nranks_, members, esize);
   if (plan.lanes.empty()) return;
+  FlightScope flight(recorder_, recorder_.start(what.seq, CollKind::kSend, dtype, strataSum, calls.size(), -1,
+                                                calls.front().peer, "p2p"));
   runPlan(plan, planPeers(plan), buffers, dtype, ReduceKind::kSum, what, PlanStamps{sendStamps, expectStamps});
+  flight.done();
 }
 
 void CollectiveExecutor::runPlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers,

@@ -15,16 +15,33 @@
 #include "collectives/selector.h"
 #include "core/call.h"
 #include "core/connections.h"
+#include "core/flight_recorder.h"
 #include "core/progress.h"
 #include "core/red_ops.h"
 
 namespace strata {
 
+/// Records an operation in the flight recorder for its lifetime: completed if done() was called, else failed.
+class FlightScope {
+ public:
+  FlightScope(FlightRecorder& r, uint64_t id) : r_(r), id_(id) {}
+  ~FlightScope() { r_.finish(id_, ok_ ? FlightRecorder::State::kCompleted : FlightRecorder::State::kFailed); }
+  void done() { ok_ = true; }
+  FlightScope(const FlightScope&) = delete;
+  FlightScope& operator=(const FlightScope&) = delete;
+
+ private:
+  FlightRecorder& r_;
+  const uint64_t id_;
+  bool ok_ = false;
+};
+
 class CollectiveExecutor {
  public:
   /// `hostOf`: host index of every rank (for hierarchical plans). `chunkBytes`: the pipeline chunk of plans.
   CollectiveExecutor(int rank, int nranks, std::vector<int> hostOf, size_t pieceBytes, size_t chunkBytes,
-                     const Selector& selector, const RedOpTable& ops, ConnectionTable& conns, Progress& progress);
+                     const Selector& selector, const RedOpTable& ops, ConnectionTable& conns, Progress& progress,
+                     FlightRecorder& recorder);
 
   /// Runs one group of validated calls (one call for a blocking collective): each collective in turn, then
   /// every send and receive of the group as one plan.
@@ -46,6 +63,7 @@ class CollectiveExecutor {
   const RedOpTable& ops_;
   ConnectionTable& conns_;
   Progress& progress_;
+  FlightRecorder& recorder_;
   // Collectives executed so far: the number in every message's stamp (call.h, collStamp) and in error messages.
   uint64_t seq_ = 0;
   uint64_t groups_ = 0;  // send/recv groups executed so far, for error messages

@@ -1,20 +1,89 @@
 #include "core/communicator.h"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "core/device_engine.h"
 #include "kernels/cuda_loader.h"
 #include "topology/host.h"
 #include "util/error.h"
+#include "util/json_escape.h"
 #include "util/log.h"
 
 namespace strata {
 namespace {
+
+// SIGUSR1 dumps the flight recorder of every live communicator of the process (when STRATA_FLIGHT_RECORDER_DIR
+// is set and the application has no SIGUSR1 handler of its own). The handler only writes to a pipe; a thread
+// of this process does the dumping.
+class FlightRecorderSignals {
+ public:
+  void add(const std::shared_ptr<CommImpl>& comm) {
+    if (comm->config().flightRecorderDir.empty()) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    comms_.erase(std::remove_if(comms_.begin(), comms_.end(), [](const auto& w) { return w.expired(); }), comms_.end());
+    comms_.push_back(comm);
+    if (!started_) start();
+  }
+
+ private:
+  static int& pipeWriteEnd() {
+    static int fd = -1;
+    return fd;
+  }
+  static void onSignal(int) {
+    const int saved = errno;
+    const char c = 1;
+    if (::write(pipeWriteEnd(), &c, 1) < 0) {
+    }
+    errno = saved;
+  }
+  void start() {
+    struct sigaction old {};
+    if (sigaction(SIGUSR1, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;  // the application's own
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return;
+    pipeWriteEnd() = fds[1];
+    started_ = true;
+    std::thread([this, rd = fds[0]] {
+      char c;
+      while (::read(rd, &c, 1) > 0 || errno == EINTR) {
+        std::vector<std::shared_ptr<CommImpl>> live;
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          for (const auto& w : comms_)
+            if (auto sp = w.lock()) live.push_back(sp);
+        }
+        for (const auto& c2 : live) c2->autoDump("SIGUSR1");
+      }
+    }).detach();  // lives as long as the process: it only waits on the pipe
+    struct sigaction sa {};
+    sa.sa_handler = onSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, nullptr);
+  }
+
+  std::mutex mu_;
+  std::vector<std::weak_ptr<CommImpl>> comms_;
+  bool started_ = false;
+};
+
+FlightRecorderSignals& flightRecorderSignals() {
+  static auto* s = new FlightRecorderSignals();  // never destroyed: its thread may run until exit
+  return *s;
+}
 
 // The root's record of waits, through this communicator's bootstrap view (gone after destroy: then silent).
 class BootstrapWaitBoard final : public WaitBoard {
@@ -102,15 +171,21 @@ std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr
   comm->waitBoard_ = std::make_unique<BootstrapWaitBoard>(comm->bootstrap_);
   comm->progress_ = std::make_unique<Progress>(config.timeoutMs, oversubscribed ? 0 : config.spinUs, *comm->conns_,
                                                comm->failure_, comm->waitBoard_.get());
-  comm->exec_ =
-      std::make_unique<CollectiveExecutor>(me, comm->nranks_, std::move(hostOf), config.pieceBytes, comm->chunkBytes(),
-                                           *comm->selector_, comm->redOps_, *comm->conns_, *comm->progress_);
+  comm->commId_ = boot.commId();
+  comm->recorder_ = std::make_unique<FlightRecorder>(static_cast<size_t>(config.flightRecorderEntries));
+  comm->exec_ = std::make_unique<CollectiveExecutor>(me, comm->nranks_, std::move(hostOf), config.pieceBytes,
+                                                     comm->chunkBytes(), *comm->selector_, comm->redOps_, *comm->conns_,
+                                                     *comm->progress_, *comm->recorder_);
   if (logEnabled(LogLevel::kInfo, kLogInit) && me == 0)
     STRATA_INFO(kLogInit, "topology:\n%s", comm->topology_.toText().c_str());
   std::weak_ptr<CommImpl> weak = comm;
   boot.setFailureHandler([weak](const std::string& reason) {
-    if (auto c = weak.lock()) c->failure_.record(strataRemoteError, reason);
+    if (auto c = weak.lock()) {
+      c->failure_.record(strataRemoteError, reason);
+      c->autoDump(reason);
+    }
   });
+  flightRecorderSignals().add(comm);
   if (config.tune == "probe" && comm->nranks_ > 1) comm->probeLinks();
   STRATA_INFO(kLogInit, "rank %d/%d initialised on host %s", me, comm->nranks_, myHost.c_str());
   return comm;
@@ -222,6 +297,7 @@ void CommImpl::destroy() {
 
 void CommImpl::abort() {
   failure_.markAborted();
+  autoDump("strataCommAbort");
   // Wake every call of every thread: the progress loops see the failure, a wait in the bootstrap (a split, a
   // connection set-up) is cancelled, and calls queued behind others are woken by dropPending. Then wait for them
   // to leave before anything they use is freed.
@@ -236,6 +312,48 @@ void CommImpl::throwGone() const {
   throw InvalidUsage(strprintf("rank %d: communicator used after destroy", rank_));
 }
 
+std::string CommImpl::dumpFlightRecorder(const std::string& dir, const std::string& reason) const {
+  if (dir.empty()) throw InvalidArgument(strprintf("rank %d: flight recorder dump: no directory given", rank_));
+  const std::string path =
+      strprintf("%s/strata-flight-%016llx-rank%d.json", dir.c_str(), static_cast<unsigned long long>(commId_), rank_);
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  std::string out = "{\n  \"version\": 1,\n";
+  out += strprintf("  \"comm\": \"0x%016llx\",\n  \"rank\": %d,\n  \"nranks\": %d,\n  \"pid\": %d,\n",
+                   static_cast<unsigned long long>(commId_), rank_, nranks_, static_cast<int>(getpid()));
+  out += "  \"host\": ";
+  appendJsonString(out, host);
+  out += ",\n  \"reason\": ";
+  appendJsonString(out, reason);
+  out += ",\n  \"failure\": ";
+  appendJsonString(out, failure_.failed() ? failure_.message() : "");
+  out += strprintf(",\n  \"dumped_ns\": %llu,\n  \"capacity\": %zu,\n  \"entries\": ",
+                   static_cast<unsigned long long>(flightClockNs()), recorder_->capacity());
+  out += recorder_->entriesJson();
+  out += "\n}\n";
+  // Written aside and renamed, so that a reader never sees half a dump and a later dump replaces it whole.
+  const std::string tmp = path + strprintf(".tmp%d", static_cast<int>(getpid()));
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) throw SysError("flight recorder: cannot create " + tmp, errno);
+  const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw SysError("flight recorder: cannot write " + path, err);
+  }
+  return path;
+}
+
+void CommImpl::autoDump(const std::string& reason) const noexcept {
+  if (config_.flightRecorderDir.empty() || !recorder_) return;
+  try {
+    const std::string path = dumpFlightRecorder(config_.flightRecorderDir, reason);
+    STRATA_INFO(kLogColl, "rank %d: flight recorder written to %s", rank_, path.c_str());
+  } catch (const std::exception& e) {
+    STRATA_WARN(kLogColl, "rank %d: %s", rank_, e.what());
+  }
+}
+
 void CommImpl::fail(const Error& e) {
   // Tell every rank of the job, so survivors fail fast with the real cause.
   if (failure_.record(e.code(), e.what()) && e.code() != strataRemoteError && bootstrap_) {
@@ -245,6 +363,7 @@ void CommImpl::fail(const Error& e) {
     }
   }
   STRATA_WARN(kLogColl, "%s", e.what());
+  autoDump(e.what());
 }
 
 std::shared_ptr<CommImpl> CommImpl::split(int color, int key) {

@@ -23,6 +23,7 @@
 #include "core/collective_exec.h"
 #include "core/connections.h"
 #include "core/failure.h"
+#include "core/flight_recorder.h"
 #include "core/host_side.h"
 #include "core/progress.h"
 #include "core/red_ops.h"
@@ -73,6 +74,12 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   /// communicator (on any thread) returns an error naming the abort, and what they use is freed once they left.
   void abort();
 
+  /// Writes the flight recorder (flight_recorder.h) to `dir`/strata-flight-<comm id>-rank<rank>.json, replacing
+  /// an earlier dump of this communicator; returns the path. Throws SysError if it cannot be written.
+  std::string dumpFlightRecorder(const std::string& dir, const std::string& reason) const;
+  /// dumpFlightRecorder into STRATA_FLIGHT_RECORDER_DIR, if set; never throws (a failed dump is logged).
+  void autoDump(const std::string& reason) const noexcept;
+
   /// First error seen by asynchronous work or reported by a peer; strataSuccess if none.
   strataResult_t asyncError() const { return failure_.code(); }
 
@@ -107,6 +114,8 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   std::unique_ptr<Selector> selector_;
   std::unique_ptr<ConnectionTable> conns_;
   std::unique_ptr<WaitBoard> waitBoard_;  // before progress_, which uses it
+  std::unique_ptr<FlightRecorder> recorder_;
+  uint64_t commId_ = 0;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<CollectiveExecutor> exec_;
   WorkQueue queue_;

@@ -55,6 +55,11 @@ struct Config {
   /// STRATA_GPU_STAGE_CHUNK_BYTES: a device all-reduce staged through host memory that is larger than twice
   /// this runs in chunks of this size, so copies to and from the GPU overlap the transfer (0: one piece).
   size_t gpuStageChunkBytes;
+  /// STRATA_FLIGHT_RECORDER_ENTRIES: operations each communicator's flight recorder keeps (0: none).
+  int flightRecorderEntries = 2000;
+  /// STRATA_FLIGHT_RECORDER_DIR: where the flight recorder's dumps are written on a timeout, a failure, an
+  /// abort or SIGUSR1 (empty: only strataCommDumpFlightRecorder with a directory writes one).
+  std::string flightRecorderDir;
 
   /// Reads every variable from the environment; throws InvalidArgument naming a malformed one.
   static Config fromEnv();

@@ -7,6 +7,7 @@
 // (a split) fails, with an error that says why.
 //
 // With --until FILE, a job that runs while a stranger floods its listeners (see untilFile).
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -148,9 +149,40 @@ int untilFile(const char* file) {
   return 0;
 }
 
+// With --doctor MODE: 3 ranks run small all-reduces; at the 10th, rank 2 stops itself (MODE stop: SIGSTOP, the
+// script continues it later), rank 1 is killed (kill: SIGKILL), or rank 1 calls all-gather instead (desync).
+// Every rank that returns must have an error (exit 0); the flight recorder dumps are for strata-doctor
+// (test_doctor.sh).
+int doctorScenario(const std::string& mode) {
+  strataComm_t comm;
+  if (strataCommInitFromEnv(&comm) != strataSuccess) {
+    std::fprintf(stderr, "init failed: %s\n", strataGetLastError(nullptr));
+    return 1;
+  }
+  int rank = 0;
+  strataCommUserRank(comm, &rank);
+  std::vector<float> v(1024, 1.0f), g(3 * 1024);
+  for (int it = 0; it < 20; ++it) {
+    if (it == 10 && mode == "stop" && rank == 2) raise(SIGSTOP);
+    if (it == 10 && mode == "kill" && rank == 1) raise(SIGKILL);
+    strataResult_t r;
+    if (it == 10 && mode == "desync" && rank == 1)
+      r = strataAllGather(v.data(), g.data(), v.size(), strataFloat32, comm, nullptr);
+    else r = strataAllReduce(v.data(), v.data(), v.size(), strataFloat32, strataMax, comm, nullptr);
+    if (r != strataSuccess) {
+      std::printf("rank %d: iteration %d failed as expected: %s\n", rank, it, strataGetLastError(comm));
+      strataCommAbort(comm);
+      return 0;
+    }
+  }
+  std::fprintf(stderr, "FAIL rank %d: every call succeeded\n", rank);
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::strcmp(argv[1], "--doctor") == 0) return doctorScenario(argv[2]);
   if (argc > 1 && std::strcmp(argv[1], "--root-exits-early") == 0) return rootExitsEarly();
   if (argc > 2 && std::strcmp(argv[1], "--until") == 0) return untilFile(argv[2]);
   const size_t count = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (4u << 20);

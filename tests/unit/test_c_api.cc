@@ -1,5 +1,6 @@
 // The C ABI's argument checking and error reporting, and collectives between ranks that are threads of
 // this process (shm between threads works the same as between processes).
+#include <dirent.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -405,4 +406,44 @@ void expectTimeoutNamesTheEndOfTheChain(bool connected) {
 TEST(CApi, TimeoutNamesTheRankAtTheEndOfTheWaitChain) {
   expectTimeoutNamesTheEndOfTheChain(true);
   expectTimeoutNamesTheEndOfTheChain(false);
+}
+
+// The flight recorder keeps the last STRATA_FLIGHT_RECORDER_ENTRIES operations and writes them on request.
+TEST(CApi, FlightRecorderKeepsTheLastOperations) {
+  setenv("STRATA_FLIGHT_RECORDER_ENTRIES", "3", 1);
+  strataComm_t comm = oneRankComm();
+  unsetenv("STRATA_FLIGHT_RECORDER_ENTRIES");
+  float x[4] = {1, 2, 3, 4}, y[4];
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(strataAllReduce(x, y, 4, strataFloat32, strataMax, comm, nullptr), strataSuccess);
+  ASSERT_EQ(strataBroadcast(x, y, 2, strataInt32, 0, comm, nullptr), strataSuccess);
+  char dir[] = "/tmp/strata-fr-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  EXPECT_EQ(strataCommDumpFlightRecorder(comm, nullptr), strataInvalidArgument);  // no directory anywhere
+  ASSERT_EQ(strataCommDumpFlightRecorder(comm, dir), strataSuccess) << strataGetLastError(comm);
+  std::string text;
+  if (DIR* d = opendir(dir)) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind("strata-flight-", 0) != 0) continue;
+      FILE* f = fopen((std::string(dir) + "/" + name).c_str(), "r");
+      char buf[8192];
+      text.append(buf, fread(buf, 1, sizeof(buf), f));
+      fclose(f);
+      unlink((std::string(dir) + "/" + name).c_str());
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+  EXPECT_NE(text.find("\"rank\": 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"reason\": \"strataCommDumpFlightRecorder\""), std::string::npos) << text;
+  // Only the last three: allreduce #4 and #5, then the broadcast #6 with its root.
+  EXPECT_EQ(text.find("\"seq\": 3,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"seq\": 4, \"kind\": \"allreduce\", \"dtype\": \"float32\", \"op\": \"max\", \"count\": 4"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\"seq\": 6, \"kind\": \"broadcast\", \"dtype\": \"int32\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"root\": 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"state\": \"completed\""), std::string::npos) << text;
+  EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
 }

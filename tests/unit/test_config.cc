@@ -124,6 +124,8 @@ const std::vector<std::string> kVariables = {"STRATA_DEBUG",
                                              "STRATA_GPU_DIRECT_BYTES",
                                              "STRATA_GPU_ONESHOT_BYTES",
                                              "STRATA_GPU_STAGE_CHUNK_BYTES",
+                                             "STRATA_FLIGHT_RECORDER_ENTRIES",
+                                             "STRATA_FLIGHT_RECORDER_DIR",
                                              "STRATA_CUDA_LIBRARY",
                                              "STRATA_SECRET"};
 
@@ -180,6 +182,9 @@ const Sample kSamples[] = {
     {"STRATA_GPU_DIRECT_BYTES", "1G", "1073741824", [](const Config& c) { return c.gpuDirectMaxBytes == 1u << 30; }},
     {"STRATA_GPU_ONESHOT_BYTES", "0", "0", [](const Config& c) { return c.gpuOneShotMaxBytes == 0; }},
     {"STRATA_GPU_STAGE_CHUNK_BYTES", "64k", "65536", [](const Config& c) { return c.gpuStageChunkBytes == 65536; }},
+    {"STRATA_FLIGHT_RECORDER_ENTRIES", "0", "0", [](const Config& c) { return c.flightRecorderEntries == 0; }},
+    {"STRATA_FLIGHT_RECORDER_DIR", "/tmp/fr", "/tmp/fr",
+     [](const Config& c) { return c.flightRecorderDir == "/tmp/fr"; }},
 };
 
 TEST(ConfigTable, EveryVariableParsesIntoItsOwnField) {
