@@ -32,6 +32,20 @@
 namespace strata {
 namespace {
 
+/// A loopback port that was free a moment ago (bound, read back, released).
+uint16_t freeLoopbackPort() {
+  int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(sa);
+  if (probe < 0 || ::bind(probe, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+      getsockname(probe, reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+    ADD_FAILURE() << "no free loopback port";
+  ::close(probe);
+  return ntohs(sa.sin_port);
+}
+
 // Plain gtest (the unit binary does not link gmock): "haystack contains needle", printing both on failure.
 ::testing::AssertionResult contains(const std::string& haystack, const std::string& needle) {
   if (haystack.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
@@ -605,19 +619,12 @@ TEST(Bootstrap, RootProcessLeavingOnPurposeIsNotAFailure) {
 
 TEST(Bootstrap, ConnectRetriesUntilTheRootListens) {
   // Reserve a port, release it, and start the root there only after the rank began connecting.
-  int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-  socklen_t len = sizeof(sa);
-  ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&sa), &len), 0);
-  const uint16_t port = ntohs(sa.sin_port);
-  ::close(probe);
+  const uint16_t port = freeLoopbackPort();
 
   UniqueIdInfo id;
   id.family = AF_INET;
-  std::memcpy(id.addr, &sa.sin_addr, 4);
+  const in_addr loopback{htonl(INADDR_LOOPBACK)};
+  std::memcpy(id.addr, &loopback, 4);
   id.port = port;
   id.secret = randomSecret();
   std::thread rank([&] {
@@ -631,21 +638,14 @@ TEST(Bootstrap, ConnectRetriesUntilTheRootListens) {
 
 TEST(Bootstrap, ConnectFromEnvEndToEnd) {
   // Threads cannot have different environments, so build the EnvLaunch each rank would discover.
-  int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-  socklen_t len = sizeof(sa);
-  ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&sa), &len), 0);
-  ::close(probe);
+  const uint16_t port = freeLoopbackPort();
   const int n = 3;
   runRanks(n, [&](int r) {
     EnvLaunch env;
     env.rank = r;
     env.size = n;
     env.rootAddr = "127.0.0.1";
-    env.rootPort = ntohs(sa.sin_port);
+    env.rootPort = port;
     env.secret = {1, 2, 3};
     env.source = "test";
     EXPECT_EQ(uniqueIdForEnv(env).nonce, uniqueIdForEnv(env).nonce);
@@ -770,19 +770,12 @@ TEST(EnvLaunch, DerivedSecretIsFlaggedAndWarnedAbout) {
     EXPECT_FALSE(discoverEnvLaunch().secretDerived);
   }
   for (bool derived : {true, false}) {
-    int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-    socklen_t len = sizeof(sa);
-    ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&sa), &len), 0);
-    ::close(probe);
+    const uint16_t port = freeLoopbackPort();
     EnvLaunch env;
     env.rank = 0;
     env.size = 1;
     env.rootAddr = "127.0.0.1";
-    env.rootPort = ntohs(sa.sin_port);
+    env.rootPort = port;
     env.secret = {4, 5, 6};
     env.source = "torchrun";
     env.secretDerived = derived;
