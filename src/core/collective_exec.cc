@@ -56,7 +56,8 @@ void CollectiveExecutor::execute(std::span<const CollCall> calls) {
 }
 
 void CollectiveExecutor::runCollective(const CollCall& call) {
-  const uint64_t seq = ++seq_;
+  const uint64_t seq = seq_.load(std::memory_order_relaxed) + 1;
+  seq_.store(seq, std::memory_order_relaxed);
   const size_t esize = dtypeSize(call.dtype);
   // NCCL's Avg and PreMulSum: a kernel plus pre-scaling or post-division.
   const EffectiveOp eff = isReducing(call.kind) ? ops_.effective(call.op, call.dtype, nranks_) : EffectiveOp{};
@@ -120,7 +121,9 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
 }
 
 void CollectiveExecutor::runP2P(std::span<const CollCall> calls) {
-  const OpLabel what{rank_, CollKind::kSend, "send/recv group", ++groups_, 0, strataUint8, "p2p", calls.size()};
+  const uint64_t group = groups_.load(std::memory_order_relaxed) + 1;
+  groups_.store(group, std::memory_order_relaxed);
+  const OpLabel what{rank_, CollKind::kSend, "send/recv group", group, 0, strataUint8, "p2p", calls.size()};
   // Mixed element sizes in one group run in byte units.
   strataDataType_t dtype = calls.front().dtype;
   for (const CollCall& c : calls)

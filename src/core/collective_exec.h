@@ -47,6 +47,10 @@ class CollectiveExecutor {
   /// every send and receive of the group as one plan.
   void execute(std::span<const CollCall> calls);
 
+  /// Collectives and send/recv groups started so far (any thread may ask; the executing thread writes them).
+  uint64_t collectivesStarted() const { return seq_.load(std::memory_order_relaxed); }
+  uint64_t groupsStarted() const { return groups_.load(std::memory_order_relaxed); }
+
  private:
   void runCollective(const CollCall& call);
   void runP2P(std::span<const CollCall> calls);
@@ -65,8 +69,9 @@ class CollectiveExecutor {
   Progress& progress_;
   FlightRecorder& recorder_;
   // Collectives executed so far: the number in every message's stamp (call.h, collStamp) and in error messages.
-  uint64_t seq_ = 0;
-  uint64_t groups_ = 0;  // send/recv groups executed so far, for error messages
+  // Written by the one executing thread only (load and store, no locked increment), read by others.
+  std::atomic<uint64_t> seq_{0};
+  std::atomic<uint64_t> groups_{0};  // send/recv groups executed so far, for error messages
   // Sends to and receives from each peer so far: the numbers in p2p stamps (call.h, p2pStamp).
   std::vector<uint32_t> sendsTo_, recvsFrom_;
 

@@ -382,14 +382,44 @@ std::shared_ptr<CommImpl> CommImpl::split(int color, int key) {
 void CommImpl::run(std::span<const CollCall> calls) {
   CallGate::Scope in(gate_);
   if (!in.ok()) throwGone();
-  queue_.runInline([&] { execute(calls); });
+  bool ran = false;
+  try {
+    queue_.runInline([&] {
+      ran = true;
+      execute(calls);
+    });
+  } catch (const Error&) {
+    if (!ran && failure_.failed()) noteRefused(calls);
+    throw;
+  }
 }
 
 std::shared_ptr<Task> CommImpl::submit(std::vector<CollCall> calls, std::function<void()> before,
                                        std::function<void(strataResult_t)> after) {
   CallGate::Scope in(gate_);
   if (!in.ok()) throwGone();
+  if (failure_.failed()) noteRefused(calls);
   return queue_.submit(std::move(calls), std::move(before), std::move(after));
+}
+
+void CommImpl::noteRefused(std::span<const CollCall> calls) {
+  if (!recorder_ || !exec_) return;
+  bool first = false;
+  size_t p2pCalls = 0;
+  int firstPeer = -1;
+  for (const CollCall& c : calls) {
+    if (isP2P(c.kind)) {
+      if (p2pCalls++ == 0) firstPeer = c.peer;
+      continue;
+    }
+    const uint64_t seq = exec_->collectivesStarted() + refusedColls_.fetch_add(1) + 1;
+    first |= recorder_->refuse(seq, c.kind, c.dtype, c.op, c.count, isRooted(c.kind) ? c.root : -1, -1);
+  }
+  if (p2pCalls) {
+    const uint64_t seq = exec_->groupsStarted() + refusedGroups_.fetch_add(1) + 1;
+    first |= recorder_->refuse(seq, CollKind::kSend, strataUint8, strataSum, p2pCalls, -1, firstPeer);
+  }
+  if (first) autoDump("a call was refused after the communicator failed");
 }
 
 void CommImpl::runDevice(std::span<const CollCall> calls) {

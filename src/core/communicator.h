@@ -97,6 +97,9 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   /// The work queue's executor: runs one group, and makes any error but a bad argument the communicator's.
   void execute(std::span<const CollCall> calls);
   void fail(const Error& e);
+  /// Records calls refused on entry because the communicator had failed (FlightRecorder::refuse); the first one
+  /// rewrites the dump.
+  void noteRefused(std::span<const CollCall> calls);
   [[noreturn]] void throwGone() const;
   void probeLinks();
   size_t chunkBytes() const;
@@ -115,6 +118,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   std::unique_ptr<ConnectionTable> conns_;
   std::unique_ptr<WaitBoard> waitBoard_;  // before progress_, which uses it
   std::unique_ptr<FlightRecorder> recorder_;
+  std::atomic<uint64_t> refusedColls_{0}, refusedGroups_{0};  // refused calls so far: their numbers follow
   uint64_t commId_ = 0;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<CollectiveExecutor> exec_;

@@ -45,7 +45,7 @@ run() {  # MODE EXPECTED-REGEX...
   done
   rm -rf "$dir"
 }
-run stop "rank 2 (never reached allreduce #11|started allreduce #11 .* [0-9.]+ s after ranks 0,1)" "ranks 0,1 failed in allreduce #11" "rank 2 .* is not waiting in Strata"
+run stop "rank 2 (never reached allreduce #11|(started|reached) allreduce #11 .* [0-9.]+ s after ranks 0,1)" "ranks 0,1 failed in allreduce #11" "rank 2 .* is not waiting in Strata"
 run kill "rank 1 left no dump" "rank 1 died first"
 run desync "disagree at collective #11: ranks 0,2 called allreduce #11 .*; rank 1 called allgather #11"
 exit $status

@@ -408,6 +408,24 @@ TEST(CApi, TimeoutNamesTheRankAtTheEndOfTheWaitChain) {
   expectTimeoutNamesTheEndOfTheChain(false);
 }
 
+// The flight recorder dumps in `dir` (strata-flight-*), concatenated; the files are removed.
+std::string takeFlightDumps(const char* dir) {
+  std::string text;
+  if (DIR* d = opendir(dir)) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind("strata-flight-", 0) != 0) continue;
+      FILE* f = fopen((std::string(dir) + "/" + name).c_str(), "r");
+      char buf[1 << 16];
+      text.append(buf, fread(buf, 1, sizeof(buf), f));
+      fclose(f);
+      unlink((std::string(dir) + "/" + name).c_str());
+    }
+    closedir(d);
+  }
+  return text;
+}
+
 // The flight recorder keeps the last STRATA_FLIGHT_RECORDER_ENTRIES operations and writes them on request.
 TEST(CApi, FlightRecorderKeepsTheLastOperations) {
   setenv("STRATA_FLIGHT_RECORDER_ENTRIES", "3", 1);
@@ -421,19 +439,7 @@ TEST(CApi, FlightRecorderKeepsTheLastOperations) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   EXPECT_EQ(strataCommDumpFlightRecorder(comm, nullptr), strataInvalidArgument);  // no directory anywhere
   ASSERT_EQ(strataCommDumpFlightRecorder(comm, dir), strataSuccess) << strataGetLastError(comm);
-  std::string text;
-  if (DIR* d = opendir(dir)) {
-    while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.rfind("strata-flight-", 0) != 0) continue;
-      FILE* f = fopen((std::string(dir) + "/" + name).c_str(), "r");
-      char buf[8192];
-      text.append(buf, fread(buf, 1, sizeof(buf), f));
-      fclose(f);
-      unlink((std::string(dir) + "/" + name).c_str());
-    }
-    closedir(d);
-  }
+  const std::string text = takeFlightDumps(dir);
   rmdir(dir);
   EXPECT_NE(text.find("\"rank\": 0"), std::string::npos) << text;
   EXPECT_NE(text.find("\"reason\": \"strataCommDumpFlightRecorder\""), std::string::npos) << text;
@@ -446,4 +452,69 @@ TEST(CApi, FlightRecorderKeepsTheLastOperations) {
   EXPECT_NE(text.find("\"root\": 0"), std::string::npos) << text;
   EXPECT_NE(text.find("\"state\": \"completed\""), std::string::npos) << text;
   EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
+}
+
+// A rank that hears of a failure before its next call never runs that call, but what it tried is what tells a
+// desync from a late rank: the refused call is recorded with the number it would have had, and the dump in
+// STRATA_FLIGHT_RECORDER_DIR is rewritten to show it (strata-doctor's desync case raced on this).
+TEST(CApi, FlightRecorderKeepsCallsRefusedAfterAFailure) {
+  char dir[] = "/tmp/strata-fr-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  setenv("STRATA_FLIGHT_RECORDER_DIR", dir, 1);
+  strataUniqueId id;
+  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  strataComm_t comms[2] = {nullptr, nullptr};
+  auto eachRank = [&](const std::function<void(int)>& body) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) threads.emplace_back(body, r);
+    for (auto& t : threads) t.join();
+  };
+  eachRank([&](int r) { EXPECT_EQ(strataCommInitRank(&comms[r], 2, id, r), strataSuccess); });
+  unsetenv("STRATA_FLIGHT_RECORDER_DIR");
+  eachRank([&](int r) {
+    std::vector<float> v(64, 1.0f), all(128);
+    ASSERT_EQ(strataAllReduce(v.data(), v.data(), 64, strataFloat32, strataSum, comms[r], nullptr), strataSuccess);
+    // Call #2 disagrees: every rank fails, and its next calls are refused.
+    const strataResult_t bad =
+        r == 0 ? strataAllReduce(v.data(), v.data(), 64, strataFloat32, strataSum, comms[r], nullptr)
+               : strataAllGather(v.data(), all.data(), 64, strataFloat32, comms[r], nullptr);
+    EXPECT_NE(bad, strataSuccess);
+    float x = 0;
+    EXPECT_NE(strataBroadcast(&x, &x, 1, strataInt32, 1, comms[r], nullptr), strataSuccess);
+    EXPECT_NE(strataReduce(&x, &x, 1, strataFloat32, strataMax, 0, comms[r], nullptr), strataSuccess);
+    EXPECT_EQ(strataGroupStart(), strataSuccess);
+    EXPECT_EQ(strataSend(&x, 1, strataFloat32, 1 - r, comms[r], nullptr), strataSuccess);
+    EXPECT_EQ(strataRecv(&x, 1, strataFloat32, 1 - r, comms[r], nullptr), strataSuccess);
+    EXPECT_NE(strataGroupEnd(), strataSuccess);
+  });
+  // The automatic dumps, rewritten by the first refused call; then dumps on request, which show every refused call.
+  for (int onRequest = 0; onRequest < 2; ++onRequest) {
+    if (onRequest) {
+      for (strataComm_t c : comms) ASSERT_EQ(strataCommDumpFlightRecorder(c, dir), strataSuccess);
+    }
+    const std::string text = takeFlightDumps(dir);
+    for (int r = 0; r < 2; ++r) {
+      SCOPED_TRACE(strprintfForTest("rank %d, on request %d%s", r, onRequest, ""));
+      const size_t at = text.find("\"rank\": " + std::to_string(r) + ",");
+      ASSERT_NE(at, std::string::npos) << text;
+      const std::string dump = text.substr(at, text.find("\"rank\": ", at + 1) - at);
+      EXPECT_NE(dump.find("\"seq\": 2, \"kind\": \"" + std::string(r == 0 ? "allreduce" : "allgather")),
+                std::string::npos)
+          << dump;
+      EXPECT_NE(dump.find("\"state\": \"failed\""), std::string::npos) << dump;
+      EXPECT_NE(dump.find("\"seq\": 3, \"kind\": \"broadcast\", \"dtype\": \"int32\", \"op\": \"sum\", "
+                          "\"count\": 1, \"root\": 1, \"algorithm\": \"\", \"state\": \"refused\""),
+                std::string::npos)
+          << dump;
+      if (!onRequest) continue;
+      EXPECT_NE(dump.find("\"seq\": 4, \"kind\": \"reduce\", \"dtype\": \"float32\", \"op\": \"max\""),
+                std::string::npos)
+          << dump;
+      EXPECT_NE(dump.find("\"seq\": 1, \"kind\": \"sendrecv\", \"calls\": 2, \"peer\": " + std::to_string(1 - r)),
+                std::string::npos)
+          << dump;
+    }
+  }
+  rmdir(dir);
+  for (strataComm_t c : comms) strataCommAbort(c);
 }
