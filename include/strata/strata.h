@@ -99,6 +99,25 @@ strataResult_t strataCommInitFromEnv(strataComm_t* comm);
 /// rank. color = STRATA_SPLIT_NOCOLOR returns *newcomm = NULL. config is reserved and must be NULL.
 #define STRATA_SPLIT_NOCOLOR (-1)
 strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm, void* config);
+/// Collective over the ranks of comm that remain: a new communicator of every rank of comm except the
+/// excludeCount ranks listed in excludeRanks (ranks of comm; every remaining rank passes the same list, and an
+/// excluded rank does not call it), in the same order, without a new rendezvous, as NCCL's ncclCommShrink. It is
+/// how the survivors of a failure go on: it works on a communicator that has failed, and the new one does not
+/// hear of the failures of comm's ranks that it excludes (only its own members' deaths and failures stop it).
+/// flags: STRATA_SHRINK_DEFAULT waits for comm's outstanding work to end (after a failure it ends at once);
+/// STRATA_SHRINK_ABORT revokes comm first (strataCommRevoke). config is reserved and must be NULL. comm stays
+/// valid and must still be destroyed or aborted. The rank hosting the bootstrap root (the process that called
+/// strataGetUniqueId, or rank 0 of an environment launch) cannot be lost: without it, this fails, saying so.
+#define STRATA_SHRINK_DEFAULT 0x00
+#define STRATA_SHRINK_ABORT 0x01
+strataResult_t strataCommShrink(strataComm_t comm, const int* excludeRanks, int excludeCount, strataComm_t* newcomm,
+                                void* config, int flags);
+/// Stops comm's work, as NCCL's ncclCommRevoke: queued work fails, calls blocked in comm (on any thread) return
+/// strataInvalidUsage naming the revoke, later calls are refused, and the other ranks' calls in comm end with
+/// strataRemoteError naming this rank (no other communicator is affected). Returns once no call of this
+/// process is inside comm; comm can then be shrunk (strataCommShrink), destroyed or aborted. flags must be 0.
+#define STRATA_REVOKE_DEFAULT 0x00
+strataResult_t strataCommRevoke(strataComm_t comm, int flags);
 /// Waits for outstanding work, then frees the communicator.
 strataResult_t strataCommDestroy(strataComm_t comm);
 /// Stops outstanding work without waiting for peers and frees the communicator.

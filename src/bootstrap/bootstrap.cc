@@ -52,8 +52,16 @@ std::shared_ptr<Bootstrap> Bootstrap::connect(const Config& config, const Unique
   return std::make_shared<Bootstrap>(std::move(net), commId, std::move(world), rank);
 }
 
-Bootstrap::Bootstrap(std::shared_ptr<BootstrapNetwork> net, uint64_t commId, std::vector<int> worldRanks, int rank)
-    : net_(std::move(net)), commId_(commId), worldRanks_(std::move(worldRanks)), rank_(rank) {}
+Bootstrap::Bootstrap(std::shared_ptr<BootstrapNetwork> net, uint64_t commId, std::vector<int> worldRanks, int rank,
+                     uint32_t epoch)
+    : net_(std::move(net)), commId_(commId), worldRanks_(std::move(worldRanks)), rank_(rank) {
+  scope_.commId = commId_;
+  scope_.epoch = epoch;
+  if (epoch > 0) {
+    scope_.worldRanks = worldRanks_;
+    std::sort(scope_.worldRanks.begin(), scope_.worldRanks.end());
+  }
+}
 
 Bootstrap::~Bootstrap() {
   if (handlerId_) net_->removeFailureHandler(handlerId_);
@@ -127,11 +135,11 @@ std::vector<uint8_t> Bootstrap::recvTagged(int peer, uint64_t tag, const char* w
   const Deadline deadline = Deadline::in(ms);
   // A wait that lasts tells the root, so that a peer timing out on this rank can learn that this rank is
   // itself waiting, and on whom.
-  BootstrapNetwork::RecvStatus st =
-      net_->recv(commId_, worldRank(peer), tag, deadline.earlier(Deadline::in(kPublishWaitMs)), out, &cancelled_);
+  BootstrapNetwork::RecvStatus st = net_->recv(
+      commId_, worldRank(peer), tag, deadline.earlier(Deadline::in(kPublishWaitMs)), out, &cancelled_, &scope_);
   if (st == BootstrapNetwork::RecvStatus::kTimeout && !deadline.expired()) {
     publishWait({peer}, strprintf("bootstrap %s of rank %d", what, rank_));
-    st = net_->recv(commId_, worldRank(peer), tag, deadline, out, &cancelled_);
+    st = net_->recv(commId_, worldRank(peer), tag, deadline, out, &cancelled_, &scope_);
     publishWait({}, "");
   }
   switch (st) {
@@ -150,7 +158,7 @@ std::vector<uint8_t> Bootstrap::recvTagged(int peer, uint64_t tag, const char* w
     case BootstrapNetwork::RecvStatus::kFailed: break;
   }
   throw RemoteError(strprintf("bootstrap %s on rank %d (world rank %d) from peer %d (world rank %d) aborted: %s", what,
-                              rank_, worldRank(rank_), peer, worldRank(peer), net_->failure().c_str()));
+                              rank_, worldRank(rank_), peer, worldRank(peer), net_->failure(&scope_).c_str()));
 }
 
 std::vector<std::vector<uint8_t>> Bootstrap::allGather(const void* data, size_t len) {
@@ -222,17 +230,94 @@ std::shared_ptr<Bootstrap> Bootstrap::split(int color, int key) {
                                 {commId_, seq, static_cast<uint64_t>(static_cast<uint32_t>(color))});
   STRATA_INFO(kLogBootstrap, "bootstrap split #%u on rank %d: color %d key %d -> rank %d of %zu", seq, rank_, color,
               key, newRank, world.size());
-  return std::make_shared<Bootstrap>(net_, id, std::move(world), newRank);
+  return std::make_shared<Bootstrap>(net_, id, std::move(world), newRank, scope_.epoch);
+}
+
+std::shared_ptr<Bootstrap> Bootstrap::shrink(const std::vector<int>& excludedIn) {
+  std::vector<int> excluded = excludedIn;
+  std::sort(excluded.begin(), excluded.end());
+  excluded.erase(std::unique(excluded.begin(), excluded.end()), excluded.end());
+  for (int r : excluded) {
+    if (r < 0 || r >= size())
+      throw InvalidArgument(strprintf("shrink on rank %d: excluded rank %d is out of range [0, %d)", rank_, r, size()));
+  }
+  if (std::binary_search(excluded.begin(), excluded.end(), rank_))
+    throw InvalidArgument(
+        strprintf("shrink on rank %d: this rank is in its own exclude list (an excluded rank does "
+                  "not call shrink)",
+                  rank_));
+  std::vector<int> world;
+  int newRank = -1;
+  for (int r = 0; r < size(); ++r) {
+    if (std::binary_search(excluded.begin(), excluded.end(), r)) continue;
+    if (r == rank_) newRank = static_cast<int>(world.size());
+    world.push_back(worldRank(r));
+  }
+  const uint32_t seq = shrinkSeq_++;
+  const uint64_t id = hashWords(net_->secret(), "strata-shrink-comm", {commId_, seq, scope_.epoch + uint64_t{1}});
+  auto view = std::make_shared<Bootstrap>(net_, id, std::move(world), newRank, scope_.epoch + 1);
+  STRATA_INFO(kLogBootstrap, "bootstrap shrink #%u on rank %d: %zu excluded -> rank %d of %d, epoch %u", seq, rank_,
+              excluded.size(), newRank, view->size(), view->epoch());
+
+  // Every remaining rank must have excluded the same ranks: one that kept a rank the others dropped would wait on
+  // it, one that dropped a rank the others kept would be waited on. Rank 0 of the new view compares every list
+  // with its own and answers each member. Members that disagree about rank 0 itself do not meet here: they hear
+  // of the failure rank 0 reports (it is of the new epoch), or time out naming whom they waited on.
+  auto listText = [](const std::vector<int>& ranks) {
+    std::string t;
+    for (int r : ranks) t += (t.empty() ? "" : ",") + std::to_string(r);
+    return "{" + t + "}";
+  };
+  const uint64_t tag = kCollTagBase | view->collSeq_++;
+  const char* what = "shrink agreement";
+  WireWriter mine;
+  mine.u32(static_cast<uint32_t>(excluded.size()));
+  for (int r : excluded) mine.u32(static_cast<uint32_t>(r));
+  if (view->rank_ != 0) {
+    view->sendTagged(0, tag, mine.data().data(), mine.data().size());
+    const std::vector<uint8_t> answer = view->recvTagged(0, tag, what);
+    WireReader rd(answer);
+    if (rd.u32() == 1) return view;
+    throw InvalidUsage(rd.str());
+  }
+  std::string mismatch;
+  for (int p = 1; p < view->size(); ++p) {
+    const std::vector<uint8_t> got = view->recvTagged(p, tag, what);
+    WireReader rd(got);
+    std::vector<int> theirs(std::min<uint32_t>(rd.u32(), static_cast<uint32_t>(got.size() / 4)));
+    for (int& r : theirs) r = static_cast<int>(rd.u32());
+    if (theirs == excluded || !mismatch.empty()) continue;
+    mismatch = strprintf(
+        "shrink: rank %d of the communicator being shrunk excluded ranks %s, rank %d excluded %s: every remaining "
+        "rank must pass the same exclude list",
+        rank_, listText(excluded).c_str(),
+        [&] {
+          for (int r = 0; r < size(); ++r)
+            if (worldRank(r) == view->worldRank(p)) return r;
+          return -1;
+        }(),
+        listText(theirs).c_str());
+  }
+  WireWriter answer;
+  answer.u32(mismatch.empty() ? 1 : 0).str(mismatch);
+  for (int p = 1; p < view->size(); ++p) view->sendTagged(p, tag, answer.data().data(), answer.data().size());
+  if (!mismatch.empty()) {
+    view->reportFailure(mismatch);
+    throw InvalidUsage(mismatch);
+  }
+  return view;
 }
 
 void Bootstrap::setFailureHandler(std::function<void(const std::string&)> handler) {
   if (handlerId_) net_->removeFailureHandler(handlerId_);
-  handlerId_ = handler ? net_->addFailureHandler(std::move(handler)) : 0;
+  handlerId_ = handler ? net_->addFailureHandler(std::move(handler), scope_) : 0;
 }
 
-void Bootstrap::reportFailure(const std::string& reason) { net_->reportFailure(reason); }
+void Bootstrap::reportFailure(const std::string& reason) { net_->reportFailure(reason, scope_.epoch); }
 
-std::string Bootstrap::failure() const { return net_->failure(); }
+void Bootstrap::reportRevoke(const std::string& reason) { net_->reportFailure(reason, scope_.epoch, commId_); }
+
+std::string Bootstrap::failure() const { return net_->failure(&scope_); }
 
 std::shared_ptr<Bootstrap> connectFromEnv(const Config& config, const EnvLaunch& env) {
   if (env.size < 1 || env.rank < 0 || env.rank >= env.size) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/failure_scope.h"
 #include "bootstrap/peer_exchange.h"
 #include "bootstrap/siphash.h"
 #include "bootstrap/unique_id.h"
@@ -106,10 +107,19 @@ class Bootstrap : public PeerExchange {
   /// A new view over the ranks with the same color, ordered by (key, rank). Collective over this view.
   /// Returns nullptr for color < 0.
   std::shared_ptr<Bootstrap> split(int color, int key);
+  /// A new view over every rank of this one but `excluded` (ranks of this view), in the same order, one shrink
+  /// epoch later (FailureScope: the failures of this view's epoch do not end it). Collective over the ranks
+  /// that remain, which must pass the same list (checked: a rank that passed another list fails, and so do the
+  /// others of the new view); this view's own exchanges are not used, so it works after this view failed.
+  /// Throws InvalidArgument for a bad list (out of range, this rank in it).
+  std::shared_ptr<Bootstrap> shrink(const std::vector<int>& excluded);
+  /// The shrink epoch of this view (0 for the world and its splits).
+  uint32_t epoch() const { return scope_.epoch; }
 
   /// Registers a callback run (from the bootstrap thread) when any rank of the job fails or reports an
-  /// abort; the argument says which rank and why. Replaces the previous one for this view; nullptr
-  /// removes it. Runs once, for the first failure only; if that failure is already recorded, it runs at
+  /// abort (as far as this view's FailureScope covers it); the argument says which rank and why. Replaces the
+  /// previous one for this view; nullptr removes it. Runs once, for the first failure only; if that failure is
+  /// already recorded, it runs at
   /// once on the calling thread (so do not call this while holding a lock the handler takes). It must
   /// not destroy the last Bootstrap of the process, nor wait on a recv(): the bootstrap thread is the
   /// one that would wake it.
@@ -117,7 +127,10 @@ class Bootstrap : public PeerExchange {
   /// Tells every rank of the job about a fatal error on this rank (best effort). Also records it here,
   /// so this rank's pending and later waits fail too; this rank's own handlers are not run.
   void reportFailure(const std::string& reason);
-  /// Non-empty once a failure has been reported anywhere in the job.
+  /// Tells the other ranks of this view that this communicator is revoked (strataCommRevoke): their waits in
+  /// it end with `reason`; nothing else of the job is affected. Also records it here.
+  void reportRevoke(const std::string& reason);
+  /// Non-empty once a failure this view hears of (FailureScope) has been reported anywhere in the job.
   std::string failure() const;
   /// Ends every wait of this view, now and later, with RemoteError naming `reason` (strataCommAbort: a call
   /// blocked in a split or a connection set-up must return). Other views of the job are not affected.
@@ -139,14 +152,17 @@ class Bootstrap : public PeerExchange {
   /// Rank of this communicator -> rank in the job's bootstrap network.
   int worldRank(int rank) const { return worldRanks_[static_cast<size_t>(rank)]; }
 
-  Bootstrap(std::shared_ptr<BootstrapNetwork> net, uint64_t commId, std::vector<int> worldRanks, int rank);
+  Bootstrap(std::shared_ptr<BootstrapNetwork> net, uint64_t commId, std::vector<int> worldRanks, int rank,
+            uint32_t epoch = 0);
 
  private:
   std::shared_ptr<BootstrapNetwork> net_;
   uint64_t commId_;
   std::vector<int> worldRanks_;  // index: rank in this view; value: rank in the network
   int rank_;
-  uint32_t collSeq_ = 0;  // sequence of allGather/barrier/split calls, part of their tags
+  uint32_t collSeq_ = 0;    // sequence of allGather/barrier/split calls, part of their tags
+  uint32_t shrinkSeq_ = 0;  // shrinks of this view so far, part of the new view's id
+  FailureScope scope_;      // which of the job's failures end this view's waits
   uint64_t handlerId_ = 0;
   std::once_flag cancelOnce_;
   std::string cancelReason_;  // written once, before cancelled_ is set

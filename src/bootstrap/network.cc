@@ -221,8 +221,19 @@ void BootstrapNetwork::receiverLoop() {
           deliver(commId, from, tag, r.rest());
           break;
         }
-        case MsgType::kFailure:
-        case MsgType::kError: recordFailure(r.str(), true); break;
+        case MsgType::kFailure: {
+          BootstrapFailure f;
+          f.text = r.str();
+          if (r.remaining() >= 16) {
+            f.epoch = r.u32();
+            f.deadWorld = static_cast<int>(r.u32()) - 1;
+            f.commId = r.u64();
+          }
+          if (f.deadWorld >= worldSize()) f.deadWorld = -1;
+          recordFailure(std::move(f), true);
+          break;
+        }
+        case MsgType::kError: recordFailure(BootstrapFailure{r.str(), 0, -1, true}, true); break;
         case MsgType::kWaitAnswer: {
           const uint64_t query = r.u64();
           std::string text = r.str();
@@ -262,11 +273,7 @@ void BootstrapNetwork::receiverLoop() {
         "longer possible",
         leaving.c_str(), why.c_str());
     STRATA_INFO(kLogBootstrap, "bootstrap rank %d: %s", rank_, reason.c_str());
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (failure_.empty()) failure_ = reason;
-    }
-    cv_.notify_all();
+    recordFailure(BootstrapFailure{reason, 0, -1, true}, false);
   } else if (!expected) {
     // The root usually lives in rank 0's process. A rank on this host whose process is gone is the likely
     // culprit: name it, so the message says which rank died and not only that the root is unreachable.
@@ -285,9 +292,11 @@ void BootstrapNetwork::receiverLoop() {
         }
       }
     }
-    recordFailure(strprintf("%s%sbootstrap root unreachable: rank %d lost its connection to the root at %s (%s); the "
-                            "root's process probably died",
-                            culprit.c_str(), culprit.empty() ? "" : "; ", rank_, rootAddr_.str().c_str(), why.c_str()),
+    recordFailure(BootstrapFailure{strprintf("%s%sbootstrap root unreachable: rank %d lost its connection to the root "
+                                             "at %s (%s); the root's process probably died",
+                                             culprit.c_str(), culprit.empty() ? "" : "; ", rank_,
+                                             rootAddr_.str().c_str(), why.c_str()),
+                                   0, -1, true},
                   true);
   }
   {
@@ -335,8 +344,9 @@ void BootstrapNetwork::send(uint64_t commId, int toWorld, uint64_t tag, const vo
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (rootLost_) {
+      const BootstrapFailure* f = firstFailure(nullptr);
       throw RemoteError(strprintf("bootstrap rank %d: cannot send to %s: the bootstrap root is unreachable%s%s", rank_,
-                                  describe(toWorld).c_str(), failure_.empty() ? "" : ": ", failure_.c_str()));
+                                  describe(toWorld).c_str(), f ? ": " : "", f ? f->text.c_str() : ""));
     }
   }
   WireWriter w;
@@ -345,7 +355,8 @@ void BootstrapNetwork::send(uint64_t commId, int toWorld, uint64_t tag, const vo
 }
 
 BootstrapNetwork::RecvStatus BootstrapNetwork::recv(uint64_t commId, int fromWorld, uint64_t tag, Deadline deadline,
-                                                    std::vector<uint8_t>& out, const std::atomic<bool>* cancelled) {
+                                                    std::vector<uint8_t>& out, const std::atomic<bool>* cancelled,
+                                                    const FailureScope* scope) {
   std::unique_lock<std::mutex> lock(mu_);
   const MailboxKey key{commId, fromWorld, tag};
   for (;;) {
@@ -356,7 +367,7 @@ BootstrapNetwork::RecvStatus BootstrapNetwork::recv(uint64_t commId, int fromWor
       if (it->second.empty()) mailboxes_.erase(it);
       return RecvStatus::kOk;
     }
-    if (!failure_.empty()) return RecvStatus::kFailed;
+    if (firstFailure(scope)) return RecvStatus::kFailed;
     if (cancelled && cancelled->load(std::memory_order_acquire)) return RecvStatus::kCancelled;
     if (deadline.expired()) return RecvStatus::kTimeout;
     if (deadline.isNever()) {
@@ -372,16 +383,31 @@ void BootstrapNetwork::wakeReceivers() {
   cv_.notify_all();
 }
 
-uint64_t BootstrapNetwork::addFailureHandler(std::function<void(const std::string&)> handler) {
+bool FailureScope::covers(const BootstrapFailure& f) const {
+  if (f.everyView) return true;
+  if (f.commId) return f.commId == commId;
+  if (epoch == 0) return true;
+  if (f.deadWorld >= 0) return std::binary_search(worldRanks.begin(), worldRanks.end(), f.deadWorld);
+  return f.epoch >= epoch;
+}
+
+const BootstrapFailure* BootstrapNetwork::firstFailure(const FailureScope* scope) const {
+  for (const BootstrapFailure& f : failures_)
+    if (!scope || scope->covers(f)) return &f;
+  return nullptr;
+}
+
+uint64_t BootstrapNetwork::addFailureHandler(std::function<void(const std::string&)> handler, FailureScope scope) {
   uint64_t id;
   std::string already;
   {
     std::lock_guard<std::mutex> lock(mu_);
     id = nextHandlerId_++;
-    handlers_[id] = handler;
-    // Handlers run for the first failure only; if that one is already recorded, the receiver will not
-    // run this handler, so run it here: a failure between connect() and registration is not lost.
-    already = failure_;
+    // If a failure it covers is already recorded, the receiver will not run this handler for it: run it here,
+    // so that a failure between connect() and registration is not lost.
+    const BootstrapFailure* f = firstFailure(&scope);
+    if (f) already = f->text;
+    handlers_[id] = Handler{handler, std::move(scope), f != nullptr};
   }
   if (!already.empty() && handler) handler(already);
   return id;
@@ -392,26 +418,27 @@ void BootstrapNetwork::removeFailureHandler(uint64_t id) {
   handlers_.erase(id);
 }
 
-void BootstrapNetwork::recordFailure(const std::string& reason, bool runHandlers) {
+void BootstrapNetwork::recordFailure(BootstrapFailure failure, bool runHandlers) {
+  // Failures are few (deaths, reports, the root's loss); the bound only keeps a misbehaving job from growing this.
+  constexpr size_t kMaxFailures = 1024;
+  if (failure.text.empty()) failure.text = "unspecified failure";
   std::vector<std::function<void(const std::string&)>> toRun;
-  bool first = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (failure_.empty()) {
-      failure_ = reason.empty() ? std::string("unspecified failure") : reason;
-      first = true;
-      if (runHandlers) {
-        for (auto& [id, h] : handlers_) toRun.push_back(h);
-      }
+    if (failures_.size() >= kMaxFailures && !failure.everyView) return;
+    failures_.push_back(failure);
+    for (auto& [id, h] : handlers_) {
+      if (h.ran || !h.scope.covers(failure)) continue;
+      h.ran = true;  // also when not run here (a report of this rank's own): the owner knows
+      if (runHandlers) toRun.push_back(h.run);
     }
   }
   cv_.notify_all();
-  if (!first) return;
-  STRATA_WARN(kLogBootstrap, "bootstrap rank %d: failure: %s", rank_, reason.c_str());
+  STRATA_WARN(kLogBootstrap, "bootstrap rank %d: failure: %s", rank_, failure.text.c_str());
   // Outside the lock: a handler may call back into the bootstrap (failure(), reportFailure()).
   for (auto& h : toRun) {
     try {
-      if (h) h(reason);
+      if (h) h(failure.text);
     } catch (const std::exception& e) {
       STRATA_WARN(kLogBootstrap, "bootstrap rank %d: a failure handler threw: %s", rank_, e.what());
     } catch (...) {
@@ -420,9 +447,9 @@ void BootstrapNetwork::recordFailure(const std::string& reason, bool runHandlers
   }
 }
 
-void BootstrapNetwork::reportFailure(const std::string& reason) {
+void BootstrapNetwork::reportFailure(const std::string& reason, uint32_t epoch, uint64_t commId) {
   // Local handlers are not run: the reporting code already knows, and may be the handler's owner.
-  recordFailure(reason, false);
+  recordFailure(BootstrapFailure{reason, epoch, -1, false, commId}, false);
   bool lost;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -431,7 +458,7 @@ void BootstrapNetwork::reportFailure(const std::string& reason) {
   if (lost) return;
   try {
     WireWriter w;
-    w.str(reason);
+    w.str(reason).u32(epoch).u64(commId);
     writeFrame(makeFrame(MsgType::kReportFailure, w.data()),
                Deadline::in(std::min<int64_t>(config_.timeoutMs, kGoodbyeMaxMs)));
   } catch (const std::exception& e) {
@@ -480,9 +507,10 @@ std::string BootstrapNetwork::explainWait(const std::vector<int>& worldPeers, in
   return std::string(out.begin(), out.end());
 }
 
-std::string BootstrapNetwork::failure() const {
+std::string BootstrapNetwork::failure(const FailureScope* scope) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return failure_;
+  const BootstrapFailure* f = firstFailure(scope);
+  return f ? f->text : std::string();
 }
 
 }  // namespace strata

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bootstrap/failure_scope.h"
 #include "bootstrap/socket_io.h"
 #include "bootstrap/unique_id.h"
 #include "util/config.h"
@@ -54,18 +55,22 @@ class BootstrapNetwork {
   /// Waits for the next message for (commId, fromWorld, tag) until `deadline`. A message that already
   /// arrived is returned even after a failure; otherwise a failure ends the wait (kFailed, see failure()),
   /// and so does `*cancelled` becoming true (kCancelled; whoever sets it calls wakeReceivers()).
+  /// Only failures `scope` covers end the wait (null: any failure).
   RecvStatus recv(uint64_t commId, int fromWorld, uint64_t tag, bootstrap_io::Deadline deadline,
-                  std::vector<uint8_t>& out, const std::atomic<bool>* cancelled = nullptr);
+                  std::vector<uint8_t>& out, const std::atomic<bool>* cancelled = nullptr,
+                  const FailureScope* scope = nullptr);
   /// Wakes every recv() so that it looks at its cancel flag again.
   void wakeReceivers();
 
-  /// Runs `handler` once for the first failure: later from the receiver thread, or right away on the
-  /// calling thread if a failure is already recorded.
-  uint64_t addFailureHandler(std::function<void(const std::string&)> handler);
+  /// Runs `handler` once, for the first failure `scope` covers: later from the receiver thread, or right away on
+  /// the calling thread if such a failure is already recorded.
+  uint64_t addFailureHandler(std::function<void(const std::string&)> handler, FailureScope scope);
   void removeFailureHandler(uint64_t id);
-  /// Records the failure locally (waiters wake) and asks the root to tell every other rank.
-  void reportFailure(const std::string& reason);
-  std::string failure() const;
+  /// Records the failure locally (waiters wake) and asks the root to tell every other rank. `epoch`: the shrink
+  /// epoch of the communicator that failed; `commId` non-zero: the failure is about that communicator only.
+  void reportFailure(const std::string& reason, uint32_t epoch, uint64_t commId = 0);
+  /// The first failure `scope` covers (null: the first of all), or "".
+  std::string failure(const FailureScope* scope = nullptr) const;
 
   /// Tells the root that this rank has been waiting on `worldPeers` in `what` (empty peers: it is not
   /// waiting any more). Best effort: a lost root only loses the diagnosis.
@@ -80,8 +85,10 @@ class BootstrapNetwork {
   void receiverLoop();
   void writeFrame(const std::vector<uint8_t>& frame, bootstrap_io::Deadline deadline);
   void deliver(uint64_t commId, int from, uint64_t tag, std::vector<uint8_t> data);
-  /// First failure wins; handlers run once, on the thread that records it.
-  void recordFailure(const std::string& reason, bool runHandlers);
+  /// Keeps the failure; each handler whose scope covers it and that has not run yet runs, on this thread.
+  void recordFailure(BootstrapFailure failure, bool runHandlers);
+  /// The first recorded failure `scope` covers (null: any), or nullptr. Under mu_.
+  const BootstrapFailure* firstFailure(const FailureScope* scope) const;
 
   const Config config_;
   const std::array<uint8_t, 16> secret_;
@@ -97,12 +104,17 @@ class BootstrapNetwork {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<MailboxKey, std::deque<std::vector<uint8_t>>> mailboxes_;
-  std::string failure_;
-  bool rootLost_ = false;    // the connection is unusable: sends fail fast
-  std::string rootLeaving_;  // the root announced that its process's ranks all left (kRootLeaving)
-  bool closing_ = false;     // the destructor said goodbye: EOF from the root is expected
+  std::vector<BootstrapFailure> failures_;  // in the order recorded (kMaxFailures; those for every view always)
+  bool rootLost_ = false;                   // the connection is unusable: sends fail fast
+  std::string rootLeaving_;                 // the root announced that its process's ranks all left (kRootLeaving)
+  bool closing_ = false;                    // the destructor said goodbye: EOF from the root is expected
   bool receiverDone_ = false;
-  std::map<uint64_t, std::function<void(const std::string&)>> handlers_;
+  struct Handler {
+    std::function<void(const std::string&)> run;
+    FailureScope scope;
+    bool ran = false;
+  };
+  std::map<uint64_t, Handler> handlers_;
   std::atomic<uint64_t> nextWaitQuery_{1};
   uint64_t nextHandlerId_ = 1;
   std::thread receiver_;

@@ -47,7 +47,10 @@ void RootService::handleFrame(Conn& c, MsgType type, const uint8_t* p, size_t le
     case MsgType::kReportFailure: {
       WireReader r(p, len);
       std::string reason = r.str();
-      broadcastFailure(strprintf("%s reported a failure: %s", c.who().c_str(), reason.c_str()), c.rank);
+      const uint32_t epoch = r.remaining() >= 4 ? r.u32() : 0;
+      const uint64_t commId = r.remaining() >= 8 ? r.u64() : 0;
+      broadcastFailure(strprintf("%s reported a failure: %s", c.who().c_str(), reason.c_str()), c.rank, epoch, -1,
+                       commId);
       return;
     }
     case MsgType::kWaitState: {
@@ -163,10 +166,11 @@ void RootService::announceRootLeaving(const Conn& last) {
   }
 }
 
-void RootService::broadcastFailure(const std::string& msg, int exceptRank) {
+void RootService::broadcastFailure(const std::string& msg, int exceptRank, uint32_t epoch, int deadRank,
+                                   uint64_t commId) {
   STRATA_WARN(kLogBootstrap, "bootstrap root %s: %s", name_.c_str(), msg.c_str());
   WireWriter w;
-  w.str(msg);
+  w.str(msg).u32(epoch).u32(static_cast<uint32_t>(deadRank + 1)).u64(commId);
   for (Conn* c : rankConn_) {
     if (!c || c->dead || c->state != State::kActive || c->goodbye || c->rank == exceptRank) continue;
     queue(*c, MsgType::kFailure, w.data());
@@ -191,7 +195,7 @@ void RootService::disconnected(Conn& c, const std::string& why) {
       if (!orderly) {
         broadcastFailure(strprintf("%s died or disconnected from the bootstrap root without saying goodbye (%s)",
                                    who.c_str(), why.c_str()),
-                         rank);
+                         rank, 0, rank, 0);
       }
       return;
     }

@@ -118,7 +118,9 @@ class RootService {
   /// The last rank of the root's own process left on purpose. The other ranks may still be finishing work
   /// that no longer involves it; tell them the root's disappearance will be orderly, so they do not abort.
   void announceRootLeaving(const Conn& last);
-  void broadcastFailure(const std::string& msg, int exceptRank);
+  /// Tells every other active rank. `epoch`: the shrink epoch of the communicator a rank reported for;
+  /// `deadRank`: the rank that died (-1 for a report); `commId`: the one communicator it is about (0: any).
+  void broadcastFailure(const std::string& msg, int exceptRank, uint32_t epoch, int deadRank, uint64_t commId);
   void disconnected(Conn& c, const std::string& why);
   void protocolError(Conn& c, const std::string& what);
 

@@ -9,8 +9,10 @@
 //   root -> rank  kError      str reason                                       rendezvous refused
 // Control plane (after the table):
 //   rank <-> root kRelay      u64 commId, u32 from, u32 to, u64 tag, bytes     root forwards to `to`
-//   rank -> root  kReportFailure str reason                                    root -> others: kFailure
-//   root -> rank  kFailure    str reason                                       a rank died or gave up
+//   rank -> root  kReportFailure str reason, u32 epoch, u64 commId             root -> others: kFailure
+//   root -> rank  kFailure    str reason, u32 epoch, u32 dead rank + 1 (0: none), u64 commId
+//                             a rank died or gave up (epoch: the shrink epoch of the communicator that failed;
+//                             commId non-zero: about that communicator only; see failure_scope.h)
 //   rank -> root  kGoodbye    (empty)                                          orderly exit: not a death
 #pragma once
 

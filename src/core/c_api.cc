@@ -407,6 +407,42 @@ strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm
   return finishInit(newcomm, std::move(child));
 }
 
+strataResult_t strataCommShrink(strataComm_t comm, const int* excludeRanks, int excludeCount, strataComm_t* newcomm,
+                                void* config, int flags) {
+  Held held(comm);
+  if (!held) return held.refuse("strataCommShrink");
+  if (!newcomm) return record(comm, strataInvalidArgument, "strataCommShrink: newcomm is NULL");
+  *newcomm = nullptr;
+  if (config) return record(comm, strataInvalidArgument, "strataCommShrink: config must be NULL");
+  if (flags != STRATA_SHRINK_DEFAULT && flags != STRATA_SHRINK_ABORT)
+    return record(
+        comm, strataInvalidArgument,
+        strprintf("strataCommShrink: flags %d is neither STRATA_SHRINK_DEFAULT (0) nor STRATA_SHRINK_ABORT (1)",
+                  flags));
+  const int n = comm->impl->size();
+  if (excludeCount < 0 || excludeCount >= n)
+    return record(comm, strataInvalidArgument,
+                  strprintf("strataCommShrink: excludeCount %d is out of range [0, %d) (communicator of %d ranks)",
+                            excludeCount, n, n));
+  if (excludeCount > 0 && !excludeRanks)
+    return record(comm, strataInvalidArgument,
+                  strprintf("strataCommShrink: excludeRanks is NULL with excludeCount %d", excludeCount));
+  std::vector<int> excluded(excludeRanks, excludeRanks + excludeCount);
+  std::shared_ptr<CommImpl> child;
+  strataResult_t r = guarded(comm, [&] { child = comm->impl->shrink(excluded, (flags & STRATA_SHRINK_ABORT) != 0); });
+  if (r != strataSuccess || !child) return r;
+  return finishInit(newcomm, std::move(child));
+}
+
+strataResult_t strataCommRevoke(strataComm_t comm, int flags) {
+  Held held(comm);
+  if (!held) return held.refuse("strataCommRevoke");
+  if (flags != STRATA_REVOKE_DEFAULT)
+    return record(comm, strataInvalidArgument,
+                  strprintf("strataCommRevoke: flags %d must be STRATA_REVOKE_DEFAULT (0)", flags));
+  return guarded(comm, [&] { comm->impl->revoke(); });
+}
+
 static strataResult_t release(strataComm_t comm, bool abort) {
   if (!unregister(comm)) return record(nullptr, strataInvalidUsage, "invalid communicator (NULL or already destroyed)");
   if (comm->forkGeneration != gForkGeneration.load()) {

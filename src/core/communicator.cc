@@ -377,6 +377,34 @@ std::shared_ptr<CommImpl> CommImpl::split(int color, int key) {
   return child;
 }
 
+std::shared_ptr<CommImpl> CommImpl::shrink(const std::vector<int>& excluded, bool revokeFirst) {
+  CallGate::Scope in(gate_);
+  if (!in.ok()) throwGone();
+  if (revokeFirst) revoke();
+  std::shared_ptr<CommImpl> child;
+  // This communicator's own bootstrap exchanges are not used (they may have failed): the new view agrees on its
+  // members among themselves.
+  queue_.runQuiesced([&] { child = CommImpl::create(config_, bootstrap_->shrink(excluded)); });
+  return child;
+}
+
+void CommImpl::revoke() {
+  CallGate::Scope in(gate_);
+  if (!in.ok()) throwGone();
+  const std::string why = strprintf("rank %d: communicator revoked (strataCommRevoke)", rank_);
+  if (failure_.record(strataInvalidUsage, why)) {
+    // The other ranks' calls in this communicator would otherwise wait for this one until their deadline.
+    if (bootstrap_) bootstrap_->reportRevoke(why);
+    STRATA_INFO(kLogColl, "%s", why.c_str());
+    autoDump(why);
+  }
+  // As abort, without freeing: progress loops see the failure, bootstrap waits are cancelled, queued work is
+  // dropped; then wait for what was running to end.
+  if (bootstrap_) bootstrap_->cancel(failure_.message());
+  queue_.dropPending(strataInvalidUsage, "communicator revoked before this work ran");
+  queue_.waitQuiet();
+}
+
 // ---- calls --------------------------------------------------------------------------------------------
 
 void CommImpl::run(std::span<const CollCall> calls) {

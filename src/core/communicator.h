@@ -67,6 +67,12 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   void allGather(const void* mine, void* all, size_t bytes) override;
 
   std::shared_ptr<CommImpl> split(int color, int key);
+  /// strataCommShrink: every rank but `excluded`, one shrink epoch later (Bootstrap::shrink), once this
+  /// communicator's work has ended; works after a failure. `revokeFirst`: STRATA_SHRINK_ABORT.
+  std::shared_ptr<CommImpl> shrink(const std::vector<int>& excluded, bool revokeFirst);
+  /// strataCommRevoke: fails this communicator here and in its other ranks (not the job), wakes and drops its
+  /// work, and returns once no call is running in it. Does not free anything.
+  void revoke();
   /// Waits for queued work and for calls of other threads, flushes connections and releases everything.
   /// Idempotent.
   void destroy();

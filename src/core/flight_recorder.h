@@ -36,8 +36,7 @@ class FlightRecorder {
   /// a desync from a late rank, and no executor runs it. Any thread may call it; the first kMaxRefused are kept
   /// (after the ring's entries in a dump). `seq` is the number the call would have had. Returns true for the
   /// first such call, whose caller rewrites the rank's dump so that it shows the call.
-  bool refuse(uint64_t seq, CollKind kind, strataDataType_t dtype, strataRedOp_t op, size_t count, int root,
-              int peer);
+  bool refuse(uint64_t seq, CollKind kind, strataDataType_t dtype, strataRedOp_t op, size_t count, int root, int peer);
   static constexpr size_t kMaxRefused = 16;
 
   /// Everything recorded, oldest first, as the "entries" array of a dump.

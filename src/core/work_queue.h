@@ -76,6 +76,24 @@ class WorkQueue {
     f();
   }
 
+  /// Runs `f` once no call runs and none is queued, failed or not (shrink: after a failure, work ends at once).
+  template <typename F>
+  void runQuiesced(F&& f) {
+    {
+      std::unique_lock<std::mutex> lk(mutex_);
+      if (closed_) throwClosed();
+      waitIdle(lk, [&] { return items_.empty() && !busy_; });
+      busy_ = true;
+    }
+    Release release{this};
+    f();
+  }
+  /// Waits until no call runs and none is queued (revoke).
+  void waitQuiet() {
+    std::unique_lock<std::mutex> lk(mutex_);
+    waitIdle(lk, [&] { return items_.empty() && !busy_; });
+  }
+
   /// Queues the calls behind earlier work and returns at once. `before` runs on the worker just before the
   /// calls (it may throw: the calls then fail), `after` always runs once they finished or failed, or when the
   /// work is dropped by abort.

@@ -7,11 +7,13 @@
 // (a split) fails, with an error that says why.
 //
 // With --until FILE, a job that runs while a stranger floods its listeners (see untilFile).
+// With --doctor MODE and --shrink VICTIM: see doctorScenario and shrinkScenario.
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +23,13 @@
 #include "strata/strata.h"
 
 namespace {
+
+template <typename... Args>
+std::string formatText(const char* fmt, Args... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
 
 int rootExitsEarly() {
   strataComm_t world;
@@ -179,10 +188,110 @@ int doctorScenario(const std::string& mode) {
   return 1;
 }
 
+// With --shrink VICTIM: elastic training's recovery. Every rank runs steps of all-reduce, reduce-scatter and
+// all-gather over exact integer data; before step 10 rank VICTIM is killed (SIGKILL). The survivors' step fails
+// naming it; they shrink the communicator to exclude it (strataCommShrink, no new rendezvous), abort the old one,
+// agree on the first failed step, and redo it and every step to 40 on the new one, each result checked exactly. Exit 0
+// and "shrunk: ... correct" on success; 2 if a step is wrong; 3 if the shrink fails (it must say why).
+int shrinkScenario(int victim) {
+  strataComm_t comm;
+  if (strataCommInitFromEnv(&comm) != strataSuccess) {
+    std::fprintf(stderr, "init failed: %s\n", strataGetLastError(nullptr));
+    return 1;
+  }
+  int rank = 0, size = 0;
+  strataCommUserRank(comm, &rank);
+  strataCommCount(comm, &size);
+  const int worldRank = rank;
+  // One training step on `c`, whose ranks are world ranks `members` (in order): exact integer results.
+  auto step = [&](strataComm_t c, const std::vector<int>& members, int it, std::string& error) -> strataResult_t {
+    const size_t n = members.size(), block = 4099;  // odd, so pieces do not line up with anything
+    std::vector<int32_t> in(n * block), out(n * block), rs(block), ag(n * block);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>((worldRank + 1) * 1000 + it + int(i % 7));
+    strataResult_t r = strataAllReduce(in.data(), out.data(), in.size(), strataInt32, strataSum, c, nullptr);
+    if (r == strataSuccess) r = strataReduceScatter(in.data(), rs.data(), block, strataInt32, strataSum, c, nullptr);
+    if (r == strataSuccess) r = strataAllGather(rs.data(), ag.data(), block, strataInt32, c, nullptr);
+    if (r != strataSuccess) {
+      error = strataGetLastError(c);
+      return r;
+    }
+    int64_t ranksSum = 0;
+    for (int m : members) ranksSum += m + 1;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const int64_t want = ranksSum * 1000 + int64_t(n) * (it + int(i % 7));
+      if (out[i] != want || ag[i] != want) {
+        error = formatText("step %d element %zu: all-reduce %d, all-gather %d, expected %lld", it, i, out[i], ag[i],
+                           static_cast<long long>(want));
+        return strataInternalError;
+      }
+    }
+    return strataSuccess;
+  };
+  std::vector<int> members(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) members[static_cast<size_t>(r)] = r;
+  constexpr int kFault = 10, kLast = 40;
+  // The victim dies before step 10, having finished step 9; a survivor still in step 9 then fails there (it hears
+  // of the death before the victim's last messages), so survivors fail at step 9 or 10, and agree afterwards on
+  // where to resume, as elastic training resumes from the last step every rank completed.
+  int failedAt = -1;
+  std::string error;
+  for (int it = 0; it <= kFault; ++it) {
+    if (it == kFault && rank == victim) raise(SIGKILL);
+    if (step(comm, members, it, error) == strataSuccess) continue;
+    if (it < kFault - 1) {
+      std::fprintf(stderr, "FAIL rank %d: step %d, before the fault: %s\n", rank, it, error.c_str());
+      return 2;
+    }
+    failedAt = it;
+    break;
+  }
+  if (failedAt < 0) {
+    std::fprintf(stderr, "FAIL rank %d: step %d succeeded without rank %d\n", rank, kFault, victim);
+    return 2;
+  }
+  std::printf("rank %d: step %d failed as expected: %s\n", rank, failedAt, error.c_str());
+  const int excluded[] = {victim};
+  strataComm_t shrunk = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (strataCommShrink(comm, excluded, 1, &shrunk, nullptr, STRATA_SHRINK_DEFAULT) != strataSuccess) {
+    std::printf("rank %d: shrink failed: %s\n", rank, strataGetLastError(comm));
+    strataCommAbort(comm);
+    return 3;
+  }
+  const double shrinkMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  strataCommAbort(comm);
+  members.erase(std::find(members.begin(), members.end(), victim));
+  int newRank = -1, newSize = 0;
+  strataCommUserRank(shrunk, &newRank);
+  strataCommCount(shrunk, &newSize);
+  const int expectRank = static_cast<int>(std::find(members.begin(), members.end(), worldRank) - members.begin());
+  if (newSize != size - 1 || newRank != expectRank) {
+    std::fprintf(stderr, "FAIL rank %d: shrunk to rank %d of %d, expected %d of %d\n", rank, newRank, newSize,
+                 expectRank, size - 1);
+    return 2;
+  }
+  int resume = failedAt;
+  if (strataAllReduce(&resume, &resume, 1, strataInt32, strataMin, shrunk, nullptr) != strataSuccess) {
+    std::fprintf(stderr, "FAIL rank %d (now %d): agreeing on the step: %s\n", rank, newRank,
+                 strataGetLastError(shrunk));
+    return 2;
+  }
+  for (int it = resume; it <= kLast; ++it) {
+    if (step(shrunk, members, it, error) != strataSuccess) {
+      std::fprintf(stderr, "FAIL rank %d (now %d): step %d after the shrink: %s\n", rank, newRank, it, error.c_str());
+      return 2;
+    }
+  }
+  std::printf("rank %d: shrunk in %.1f ms to rank %d of %d; steps %d-%d correct\n", rank, shrinkMs, newRank, newSize,
+              resume, kLast);
+  return strataCommDestroy(shrunk) == strataSuccess ? 0 : 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 2 && std::strcmp(argv[1], "--doctor") == 0) return doctorScenario(argv[2]);
+  if (argc > 2 && std::strcmp(argv[1], "--shrink") == 0) return shrinkScenario(std::atoi(argv[2]));
   if (argc > 1 && std::strcmp(argv[1], "--root-exits-early") == 0) return rootExitsEarly();
   if (argc > 2 && std::strcmp(argv[1], "--until") == 0) return untilFile(argv[2]);
   const size_t count = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (4u << 20);
