@@ -389,6 +389,29 @@ class Comm {
     return child ? new Comm(child) : nullptr;
   }
 
+  Comm* shrink(const std::vector<int>& exclude, bool abortFirst) {
+    strataComm_t child = nullptr;
+    strataComm_t c = live("shrink");
+    strataResult_t r;
+    {
+      nb::gil_scoped_release release;
+      r = strataCommShrink(c, exclude.data(), static_cast<int>(exclude.size()), &child, nullptr,
+                           abortFirst ? STRATA_SHRINK_ABORT : STRATA_SHRINK_DEFAULT);
+    }
+    check(r, "strata.shrink");
+    return new Comm(child);
+  }
+
+  void revoke() {
+    strataComm_t c = live("revoke");
+    strataResult_t r;
+    {
+      nb::gil_scoped_release release;
+      r = strataCommRevoke(c, STRATA_REVOKE_DEFAULT);
+    }
+    check(r, "strata.revoke");
+  }
+
   void destroy() {
     if (!comm_) return;
     strataComm_t c = std::exchange(comm_, nullptr);
@@ -676,6 +699,8 @@ NB_MODULE(_strata, m) {
       .def_prop_ro("size", &Comm::size)
       .def_prop_ro("valid", &Comm::valid)
       .def("split", &Comm::split, "color"_a, "key"_a)
+      .def("shrink", &Comm::shrink, "exclude"_a, "abort"_a)
+      .def("revoke", &Comm::revoke)
       .def("destroy", &Comm::destroy)
       .def("abort", &Comm::abort)
       .def("explain", &Comm::explain)

@@ -153,6 +153,18 @@ class Communicator:
         native = self._c.split(-1 if color is None else int(color), self.rank if key is None else int(key))
         return None if native is None else Communicator(native)
 
+    def shrink(self, exclude, abort: bool = False) -> Communicator:
+        """Collective over the remaining ranks: a new communicator of every rank but those in `exclude` (ranks of
+        this one; every remaining rank passes the same list), in the same order, without a new rendezvous. Works
+        after this communicator failed (a rank died): how survivors go on. abort=True revokes this one first.
+        This communicator stays valid: destroy or abort it."""
+        return Communicator(self._c.shrink([int(r) for r in exclude], bool(abort)))
+
+    def revoke(self) -> None:
+        """Stops this communicator's work here and on its other ranks (their calls in it fail naming this rank);
+        nothing else of the job is affected. Afterwards: shrink, destroy or abort it."""
+        self._c.revoke()
+
     def destroy(self) -> None:
         """Waits for outstanding work and frees the communicator (also done at exit)."""
         self._c.destroy()

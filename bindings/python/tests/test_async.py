@@ -19,3 +19,8 @@ def test_split_and_abort():
 def test_dead_peer_raises_remote_error():
     out = launch(2, "peer_dies", timeout=120)
     assert "RemoteError" in out or "strataRemoteError" in out, out
+
+
+def test_shrink_after_a_death_and_revoke():
+    out = launch(3, "shrink_after_death", timeout=120)
+    assert out.count("shrink ok") == 2, out

@@ -462,6 +462,37 @@ def peer_dies():
     return 0
 
 
+def shrink_after_death():
+    """Rank 2 of 3 exits without destroying its communicator (a death, to the others): the survivors' call raises
+    RemoteError naming it, they shrink the communicator to exclude it and go on; revoke then stops the new one."""
+    comm = strata.init()
+    comm.barrier()
+    if comm.rank == 2:
+        os._exit(0)
+    try:
+        comm.all_reduce(np.ones(1 << 16, np.float32))
+        raise AssertionError("all_reduce with a dead peer returned")
+    except strata.RemoteError as e:
+        assert "rank 2" in str(e), str(e)
+    rank = comm.rank
+    new = comm.shrink([2])
+    comm.abort()
+    assert (new.size, new.rank) == (2, rank), (new.size, new.rank)
+    x = np.full(1000, rank + 1, np.int64)
+    new.all_reduce(x)
+    assert (x == 3).all(), x[:4]
+    new.barrier()
+    new.revoke()
+    try:
+        new.barrier()
+        raise AssertionError("barrier on a revoked communicator did not raise")
+    except strata.StrataError as e:
+        assert "revoked" in str(e), str(e)
+    new.destroy()
+    print(f"rank {rank}: shrink ok")
+    return 0
+
+
 # ---- torch -----------------------------------------------------------------------------------------------
 
 
