@@ -35,13 +35,13 @@ bool writeAll(int fd, const uint8_t* p, size_t n) {
   return true;
 }
 
-// Reads until `want` bytes, EOF or 2 s of silence; returns what came.
-std::vector<uint8_t> readSome(int fd, size_t want) {
+// Reads until `want` bytes, EOF or `silenceMs` of silence; returns what came.
+std::vector<uint8_t> readSome(int fd, size_t want, int silenceMs = 2000) {
   std::vector<uint8_t> out;
   uint8_t buf[4096];
   while (out.size() < want) {
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 2000) <= 0) break;
+    if (::poll(&p, 1, silenceMs) <= 0) break;
     ssize_t r = ::recv(fd, buf, sizeof(buf), 0);
     if (r <= 0) break;
     out.insert(out.end(), buf, buf + r);
@@ -65,7 +65,9 @@ int connectTo(uint16_t port) {
 
 // Answers the root's challenge as rank 0 of 1; the rendezvous then completes at once.
 void authenticate(int fd) {
-  std::vector<uint8_t> ch = readSome(fd, kFrameHeaderBytes + 4 + kChallengeBytes);
+  // A root's thread may wait seconds for a core on a loaded machine (2 s was seen with 4 busy ranks on 2 cores):
+  // a missing challenge is a failure only well beyond that, and below libFuzzer's -timeout=20.
+  std::vector<uint8_t> ch = readSome(fd, kFrameHeaderBytes + 4 + kChallengeBytes, 15000);
   if (ch.size() < kFrameHeaderBytes + 4 + kChallengeBytes || le32(ch.data()) != uint32_t(MsgType::kChallenge))
     std::abort();  // a root must always challenge a new connection
   WireWriter mac;

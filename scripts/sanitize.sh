@@ -13,12 +13,12 @@ build=${2:-build-$kind}
 jobs=$(nproc)
 
 # The multi-process subset for ASan: every collective over shm and tcp at 2 and 3 ranks, a killed rank, a
-# flooded root (ctest names in tests/multiproc/CMakeLists.txt).
-ASAN_CTESTS='^(coll_shm_n2|coll_shm_n3|coll_tcp_n2|coll_tcp_n3|fault_kill_rank1_shm|fault_kill_rank1_tcp|flood_root_shm|root_rank_exits_early_shm)$'
-# Threads of one process: abort and destroy from other threads, ranks as threads and async work (CApi), the
-# transports and desync detection with each rank a thread, the bootstrap, the overlap scheduler, and the device
+# flooded root, a shrink after a killed rank (ctest names in tests/multiproc/CMakeLists.txt).
+ASAN_CTESTS='^(coll_shm_n2|coll_shm_n3|coll_tcp_n2|coll_tcp_n3|fault_kill_rank1_shm|fault_kill_rank1_tcp|flood_root_shm|root_rank_exits_early_shm|shrink_after_kill_rank2)$'
+# Threads of one process: abort, destroy and revoke from other threads, shrink, ranks as threads and async work
+# (CApi), the transports and desync detection with each rank a thread, the bootstrap, the overlap scheduler, and the device
 # engine over the fake CudaApi. UCX is left out: its library is not instrumented.
-TSAN_TESTS='Abort.*:CApi.*:Transports/*:ShmTransport.*:TcpTransport.*:Overlap.*:Bootstrap.*:Sizes/BootstrapRanks.*:DeviceEngine.*'
+TSAN_TESTS='Abort.*:Shrink.*:Revoke.*:CApi.*:Transports/*:ShmTransport.*:TcpTransport.*:Overlap.*:Bootstrap.*:Sizes/BootstrapRanks.*:DeviceEngine.*'
 
 case "$kind" in
   asan)
