@@ -253,54 +253,70 @@ std::shared_ptr<Bootstrap> Bootstrap::shrink(const std::vector<int>& excludedIn)
     if (r == rank_) newRank = static_cast<int>(world.size());
     world.push_back(worldRank(r));
   }
-  const uint32_t seq = shrinkSeq_++;
-  const uint64_t id = hashWords(net_->secret(), "strata-shrink-comm", {commId_, seq, scope_.epoch + uint64_t{1}});
-  auto view = std::make_shared<Bootstrap>(net_, id, std::move(world), newRank, scope_.epoch + 1);
-  STRATA_INFO(kLogBootstrap, "bootstrap shrink #%u on rank %d: %zu excluded -> rank %d of %d, epoch %u", seq, rank_,
-              excluded.size(), newRank, view->size(), view->epoch());
+  // The new view's id must be the same on its members, which may have made different shrinks of this view
+  // before (a rank left out of one, alive, takes part in the next): it counts the shrinks with this same list,
+  // which every member of the new view has all made.
+  WireWriter listBytes;
+  listBytes.u32(static_cast<uint32_t>(excluded.size()));
+  for (int r : excluded) listBytes.u32(static_cast<uint32_t>(r));
+  const uint64_t listHash = sipHash24(net_->secret(), listBytes.data().data(), listBytes.data().size());
+  const uint32_t seq = shrinksWith_[listHash]++;
+  const uint64_t id =
+      hashWords(net_->secret(), "strata-shrink-comm", {commId_, listHash, seq, scope_.epoch + uint64_t{1}});
+  auto view = std::make_shared<Bootstrap>(net_, id, world, newRank, scope_.epoch + 1);
+  STRATA_INFO(kLogBootstrap,
+              "bootstrap shrink on rank %d: %zu excluded (shrink #%u with this list) -> rank %d of %d, "
+              "epoch %u",
+              rank_, excluded.size(), seq, newRank, view->size(), view->epoch());
 
   // Every remaining rank must have excluded the same ranks: one that kept a rank the others dropped would wait on
   // it, one that dropped a rank the others kept would be waited on. Rank 0 of the new view compares every list
-  // with its own and answers each member. Members that disagree about rank 0 itself do not meet here: they hear
-  // of the failure rank 0 reports (it is of the new epoch), or time out naming whom they waited on.
+  // with its own and answers each member, through an exchange whose id does not depend on the list (so that
+  // ranks with different lists meet): messages between two ranks there are taken in the order they were sent, one
+  // per shrink each way. Members that disagree about rank 0 itself do not meet: they hear of the failure rank 0
+  // reports (it is of the new epoch), or time out naming whom they waited on.
   auto listText = [](const std::vector<int>& ranks) {
     std::string t;
     for (int r : ranks) t += (t.empty() ? "" : ",") + std::to_string(r);
     return "{" + t + "}";
   };
-  const uint64_t tag = kCollTagBase | view->collSeq_++;
+  Bootstrap agree(net_, hashWords(net_->secret(), "strata-shrink-agreement", {commId_}), world, newRank,
+                  scope_.epoch + 1);
+  const uint64_t tag = kCollTagBase;
   const char* what = "shrink agreement";
   WireWriter mine;
-  mine.u32(static_cast<uint32_t>(excluded.size()));
-  for (int r : excluded) mine.u32(static_cast<uint32_t>(r));
-  if (view->rank_ != 0) {
-    view->sendTagged(0, tag, mine.data().data(), mine.data().size());
-    const std::vector<uint8_t> answer = view->recvTagged(0, tag, what);
+  mine.u32(seq).bytes(listBytes.data().data(), listBytes.data().size());
+  if (agree.rank_ != 0) {
+    agree.sendTagged(0, tag, mine.data().data(), mine.data().size());
+    const std::vector<uint8_t> answer = agree.recvTagged(0, tag, what);
     WireReader rd(answer);
     if (rd.u32() == 1) return view;
     throw InvalidUsage(rd.str());
   }
   std::string mismatch;
-  for (int p = 1; p < view->size(); ++p) {
-    const std::vector<uint8_t> got = view->recvTagged(p, tag, what);
+  for (int p = 1; p < agree.size(); ++p) {
+    const std::vector<uint8_t> got = agree.recvTagged(p, tag, what);
     WireReader rd(got);
+    const uint32_t theirSeq = rd.u32();
     std::vector<int> theirs(std::min<uint32_t>(rd.u32(), static_cast<uint32_t>(got.size() / 4)));
     for (int& r : theirs) r = static_cast<int>(rd.u32());
-    if (theirs == excluded || !mismatch.empty()) continue;
-    mismatch = strprintf(
-        "shrink: rank %d of the communicator being shrunk excluded ranks %s, rank %d excluded %s: every remaining "
-        "rank must pass the same exclude list",
-        rank_, listText(excluded).c_str(),
-        [&] {
-          for (int r = 0; r < size(); ++r)
-            if (worldRank(r) == view->worldRank(p)) return r;
-          return -1;
-        }(),
-        listText(theirs).c_str());
+    if ((theirs == excluded && theirSeq == seq) || !mismatch.empty()) continue;
+    int theirRank = -1;  // in this view
+    for (int r = 0; r < size(); ++r)
+      if (worldRank(r) == agree.worldRank(p)) theirRank = r;
+    mismatch = theirs != excluded
+                   ? strprintf(
+                         "shrink: rank %d of the communicator being shrunk excluded ranks %s, rank %d excluded "
+                         "%s: every remaining rank must pass the same exclude list",
+                         rank_, listText(excluded).c_str(), theirRank, listText(theirs).c_str())
+                   : strprintf(
+                         "shrink: rank %d of the communicator being shrunk makes its shrink #%u excluding %s, "
+                         "rank %d its shrink #%u with that list: every remaining rank must make every shrink",
+                         rank_, seq + 1, listText(excluded).c_str(), theirRank, theirSeq + 1);
   }
   WireWriter answer;
   answer.u32(mismatch.empty() ? 1 : 0).str(mismatch);
-  for (int p = 1; p < view->size(); ++p) view->sendTagged(p, tag, answer.data().data(), answer.data().size());
+  for (int p = 1; p < agree.size(); ++p) agree.sendTagged(p, tag, answer.data().data(), answer.data().size());
   if (!mismatch.empty()) {
     view->reportFailure(mismatch);
     throw InvalidUsage(mismatch);

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -160,9 +161,9 @@ class Bootstrap : public PeerExchange {
   uint64_t commId_;
   std::vector<int> worldRanks_;  // index: rank in this view; value: rank in the network
   int rank_;
-  uint32_t collSeq_ = 0;    // sequence of allGather/barrier/split calls, part of their tags
-  uint32_t shrinkSeq_ = 0;  // shrinks of this view so far, part of the new view's id
-  FailureScope scope_;      // which of the job's failures end this view's waits
+  uint32_t collSeq_ = 0;                      // sequence of allGather/barrier/split calls, part of their tags
+  std::map<uint64_t, uint32_t> shrinksWith_;  // shrinks of this view so far by exclude list (its hash)
+  FailureScope scope_;                        // which of the job's failures end this view's waits
   uint64_t handlerId_ = 0;
   std::once_flag cancelOnce_;
   std::string cancelReason_;  // written once, before cancelled_ is set

@@ -419,13 +419,21 @@ void BootstrapNetwork::removeFailureHandler(uint64_t id) {
 }
 
 void BootstrapNetwork::recordFailure(BootstrapFailure failure, bool runHandlers) {
-  // Failures are few (deaths, reports, the root's loss); the bound only keeps a misbehaving job from growing this.
+  // Failures are few (deaths, reports, the root's loss, revokes); the bound keeps a job that revokes communicators
+  // for days from growing this.
   constexpr size_t kMaxFailures = 1024;
   if (failure.text.empty()) failure.text = "unspecified failure";
   std::vector<std::function<void(const std::string&)>> toRun;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (failures_.size() >= kMaxFailures && !failure.everyView) return;
+    if (failures_.size() >= kMaxFailures) {
+      // Make room: a revoke's record first (its communicator has long stopped: its handler ran and its calls
+      // fail on its own state), else the oldest that is not about every view.
+      auto victim = std::find_if(failures_.begin(), failures_.end(), [](const auto& f) { return f.commId != 0; });
+      if (victim == failures_.end())
+        victim = std::find_if(failures_.begin(), failures_.end(), [](const auto& f) { return !f.everyView; });
+      if (victim != failures_.end()) failures_.erase(victim);
+    }
     failures_.push_back(failure);
     for (auto& [id, h] : handlers_) {
       if (h.ran || !h.scope.covers(failure)) continue;

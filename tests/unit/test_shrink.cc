@@ -158,6 +158,33 @@ TEST(Shrink, DifferentExcludeListsFailOnEveryRankNamingBoth) {
   for (strataComm_t c : comms) strataCommAbort(c);
 }
 
+// A rank left out of one shrink while alive takes part in the next shrink of the same communicator: the ranks
+// must still agree on the new communicator (they have made different numbers of shrinks of it).
+TEST(Shrink, ARankLeftOutOfOneShrinkJoinsTheNext) {
+  EnvTimeout timeout("5000");
+  const int n = 3;
+  std::vector<strataComm_t> comms = threadRanks(n);
+  eachRank(n, [&](int r) {
+    if (r != 2) {
+      const int last[] = {2};
+      strataComm_t a = nullptr;
+      ASSERT_EQ(strataCommShrink(comms[r], last, 1, &a, nullptr, STRATA_SHRINK_DEFAULT), strataSuccess)
+          << strataGetLastError(comms[r]);
+      expectSum(a, 1.0f, 2.0f);
+      EXPECT_EQ(strataCommDestroy(a), strataSuccess);
+    }
+    expectSum(comms[r], 1.0f, 3.0f);
+    for (int round = 0; round < 2; ++round) {
+      strataComm_t b = nullptr;
+      ASSERT_EQ(strataCommShrink(comms[r], nullptr, 0, &b, nullptr, STRATA_SHRINK_DEFAULT), strataSuccess)
+          << strataGetLastError(comms[r]);
+      expectSum(b, static_cast<float>(r + 1), 6.0f);
+      EXPECT_EQ(strataCommDestroy(b), strataSuccess);
+    }
+  });
+  for (strataComm_t c : comms) EXPECT_EQ(strataCommDestroy(c), strataSuccess);
+}
+
 TEST(Shrink, BadArgumentsAreRefusedNamingTheValue) {
   std::vector<strataComm_t> comms = threadRanks(2);
   strataComm_t out = nullptr;
