@@ -29,6 +29,8 @@ SRC_LAYERS = {
     "collectives": ("collectives/", "topology/", "kernels/", "util/"),
     "core": ("core/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/", "util/"),
     "overlap": HEADER_HELPERS,
+    # The NCCL drop-in (libnccl.so.2): above every layer, it may use any of them.
+    "nccl": ("nccl/", "core/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/", "util/"),
 }
 
 # Everything outside src/ that ships or measures uses the public API only, except these files, each for the

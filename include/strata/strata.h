@@ -73,10 +73,10 @@ typedef enum {
 } strataRedOp_t;
 
 typedef enum {
-  /// The scalar is a host pointer, read when the op is created.
-  strataScalarHostImmediate = 0,
   /// The scalar is a device pointer (read when the collective runs; device buffers only).
-  strataScalarDevice = 1
+  strataScalarDevice = 0,
+  /// The scalar is a host pointer, read when the op is created.
+  strataScalarHostImmediate = 1
 } strataScalarResidence_t;
 
 /// Human-readable name of a result code.

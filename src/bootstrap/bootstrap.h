@@ -64,6 +64,10 @@ struct EnvLaunch {
 /// from someone who knows the job id: set STRATA_SECRET (strata-run does) where that matters.
 EnvLaunch discoverEnvLaunch();
 
+/// The secret of a job launched without a unique id: STRATA_SECRET (32 hex digits) if set, else derived from
+/// `identity`, a string every rank of the job computes the same (a derived secret only keeps jobs apart).
+std::array<uint8_t, 16> jobSecret(const std::string& identity);
+
 /// The unique id every rank of an environment launch computes identically from `env`: the root
 /// address resolved with getaddrinfo (IPv4 preferred), env.rootPort, env.secret, and a nonce derived
 /// from the secret. Rank 0 must run the root service for it before connecting:

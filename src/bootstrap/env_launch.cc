@@ -92,12 +92,6 @@ std::array<uint8_t, 16> parseSecret(const std::string& hex) {
 
 uint16_t masterPort() { return static_cast<uint16_t>(parseInt("MASTER_PORT", *env("MASTER_PORT"), 1, 65535)); }
 
-/// STRATA_SECRET if set, else derived from `identity` (the same string on every rank of the job).
-std::array<uint8_t, 16> jobSecret(const std::string& identity) {
-  if (auto s = env("STRATA_SECRET")) return parseSecret(*s);
-  return derivedSecret(identity);
-}
-
 void checkRanks(EnvLaunch& e, const char* rankVar, const char* sizeVar) {
   if (e.rank >= e.size) {
     throw InvalidArgument(
@@ -278,6 +272,11 @@ EnvLaunch discoverEnvLaunch() {
   e.localRank = 0;
   e.localSize = 1;
   return e;
+}
+
+std::array<uint8_t, 16> jobSecret(const std::string& identity) {
+  if (auto s = env("STRATA_SECRET")) return parseSecret(*s);
+  return derivedSecret(identity);
 }
 
 UniqueIdInfo uniqueIdForEnv(const EnvLaunch& env) {

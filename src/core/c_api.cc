@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "bootstrap/bootstrap.h"
+#include "core/c_api_internal.h"
 #include "core/communicator.h"
 #include "kernels/cuda_loader.h"
 #include "kernels/reduce.h"
@@ -741,3 +742,19 @@ strataResult_t strataWorkFree(strataWork_t handle) {
 }
 
 }  // extern "C"
+
+namespace strata {
+
+strataResult_t recordApiError(strataComm_t comm, strataResult_t code, const std::string& message) {
+  return record(comm, code, message);
+}
+
+int apiGroupDepth() { return tGroup.depth; }
+
+strataResult_t discardApiGroup() {
+  if (tGroup.depth <= 0) return record(nullptr, strataInvalidUsage, "group end without a group start");
+  if (--tGroup.depth == 0) tGroup.calls.clear();
+  return strataSuccess;
+}
+
+}  // namespace strata
