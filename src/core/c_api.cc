@@ -537,7 +537,18 @@ strataResult_t strataRedOpCreatePreMulSum(strataRedOp_t* op, void* scalar, strat
                   "strataRedOpCreatePreMulSum: only strataScalarHostImmediate is supported for host buffers");
   return guarded(comm, [&] {
     const double s = loadAsDouble(scalar, 0, datatype);
-    *op = comm->impl->createPreMulSum(s);
+    // Integer types multiply in the type (as NCCL): the scalar as the type holds it, not through a double.
+    int64_t i = 0;
+    switch (datatype) {
+      case strataInt8: i = *static_cast<const int8_t*>(scalar); break;
+      case strataUint8: i = *static_cast<const uint8_t*>(scalar); break;
+      case strataInt32: i = *static_cast<const int32_t*>(scalar); break;
+      case strataUint32: i = *static_cast<const uint32_t*>(scalar); break;
+      case strataInt64: i = *static_cast<const int64_t*>(scalar); break;
+      case strataUint64: i = static_cast<int64_t>(*static_cast<const uint64_t*>(scalar)); break;
+      default: break;
+    }
+    *op = comm->impl->createPreMulSum(s, i);
   });
 }
 

@@ -74,12 +74,13 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
   std::array<void*, kBuffersPerColl> buffers{};
   buffers[kBufSend] = const_cast<void*>(call.sendbuff);
   buffers[kBufRecv] = call.recvbuff;
-  if (eff.preMul != 1.0 && call.sendbuff) {
+  if (eff.preScales(call.dtype) && call.sendbuff) {
     // Pre-multiplied inputs go through a private copy: the user's send buffer stays untouched.
     size_t sendElems = 0, recvElems = 0;
     callBufferElems(call, nranks_, rank_, &sendElems, &recvElems);
     if (preScaled_.size() < sendElems * esize) preScaled_.resize(sendElems * esize);
-    scaleBy(preScaled_.data(), call.sendbuff, sendElems, call.dtype, eff.preMul);
+    if (dtypeIsFloat(call.dtype)) scaleBy(preScaled_.data(), call.sendbuff, sendElems, call.dtype, eff.preMul);
+    else multiplyBy(preScaled_.data(), call.sendbuff, sendElems, call.dtype, eff.preMulInt);
     buffers[kBufSend] = preScaled_.data();
     args.inPlace = false;
   } else {

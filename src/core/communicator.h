@@ -89,7 +89,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   /// First error seen by asynchronous work or reported by a peer; strataSuccess if none.
   strataResult_t asyncError() const { return failure_.code(); }
 
-  strataRedOp_t createPreMulSum(double scalar) { return redOps_.createPreMulSum(scalar); }
+  strataRedOp_t createPreMulSum(double scalar, int64_t intScalar) { return redOps_.createPreMulSum(scalar, intScalar); }
   void destroyRedOp(strataRedOp_t op) { redOps_.destroy(op); }
 
   /// The algorithm the selector would use (or STRATA_ALGO forces) for this call, with the cost model's

@@ -4,15 +4,15 @@
 
 namespace strata {
 
-strataRedOp_t RedOpTable::createPreMulSum(double scalar) {
+strataRedOp_t RedOpTable::createPreMulSum(double scalar, int64_t intScalar) {
   std::lock_guard<std::mutex> lk(mutex_);
   for (size_t i = 0; i < preMulSums_.size(); ++i) {
     if (!preMulSums_[i].live) {
-      preMulSums_[i] = {scalar, true};
+      preMulSums_[i] = {scalar, intScalar, true};
       return static_cast<strataRedOp_t>(strataNumOps + static_cast<int>(i));
     }
   }
-  preMulSums_.push_back({scalar, true});
+  preMulSums_.push_back({scalar, intScalar, true});
   return static_cast<strataRedOp_t>(strataNumOps + static_cast<int>(preMulSums_.size() - 1));
 }
 
@@ -31,13 +31,13 @@ bool RedOpTable::preMulSumLive(int op) const {
   return i < preMulSums_.size() && preMulSums_[i].live;
 }
 
-double RedOpTable::preMulSumScalar(int op) const {
+RedOpTable::PreMulSum RedOpTable::preMulSum(int op) const {
   std::lock_guard<std::mutex> lk(mutex_);
   const size_t i = static_cast<size_t>(op - strataNumOps);
   if (i >= preMulSums_.size() || !preMulSums_[i].live)
     throw InvalidArgument(
         strprintf("rank %d: reduction op %d was destroyed before the call that uses it ran", rank_, op));
-  return preMulSums_[i].scalar;
+  return preMulSums_[i];
 }
 
 }  // namespace strata

@@ -15,16 +15,20 @@ namespace strata {
 /// pre-multiply inputs by (1 = none) and the integer to divide results by (1 = none).
 struct EffectiveOp {
   ReduceKind kind = ReduceKind::kSum;
-  double preMul = 1.0;
+  double preMul = 1.0;    // float types
+  int64_t preMulInt = 1;  // integer types: multiplied in the type (PreMulSum), wrapping
   uint64_t postDiv = 1;
+  /// Whether inputs are pre-multiplied for `dtype`.
+  bool preScales(strataDataType_t dtype) const { return dtypeIsFloat(dtype) ? preMul != 1.0 : preMulInt != 1; }
 };
 
 class RedOpTable {
  public:
   explicit RedOpTable(int rank) : rank_(rank) {}
 
-  /// A new op (strataNumOps + i) that multiplies every input by `scalar` before summing.
-  strataRedOp_t createPreMulSum(double scalar);
+  /// A new op (strataNumOps + i) that multiplies every input by `scalar` before summing: `scalar` for float
+  /// types, `intScalar` (the scalar as the integer type read it) for integer types.
+  strataRedOp_t createPreMulSum(double scalar, int64_t intScalar);
   /// Throws InvalidArgument if `op` is not a live op of this table.
   void destroy(strataRedOp_t op);
   /// A built-in op, or a PreMulSum op of this table that has not been destroyed.
@@ -43,19 +47,22 @@ class RedOpTable {
     } else if (static_cast<int>(op) < strataNumOps) {
       eff.kind = static_cast<ReduceKind>(op);
     } else {
-      eff.preMul = preMulSumScalar(static_cast<int>(op));
+      const PreMulSum p = preMulSum(static_cast<int>(op));
+      if (dtypeIsFloat(dtype)) eff.preMul = p.scalar;
+      else eff.preMulInt = p.intScalar;
     }
     return eff;
   }
 
  private:
-  bool preMulSumLive(int op) const;
-  double preMulSumScalar(int op) const;
-
   struct PreMulSum {
     double scalar = 1.0;
+    int64_t intScalar = 1;
     bool live = false;
   };
+  bool preMulSumLive(int op) const;
+  PreMulSum preMulSum(int op) const;
+
   const int rank_;
   mutable std::mutex mutex_;
   std::vector<PreMulSum> preMulSums_;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/reduce_tiers.h"
 #include "util/error.h"
@@ -35,6 +36,17 @@ void checkIsa(const char* what, KernelIsa isa) {
   if (!kernelIsaSupported(isa)) {
     throw InvalidArgument(strprintf("%s: instruction set %s is not supported by this CPU", what, kernelIsaName(isa)));
   }
+}
+
+// x * factor in T's arithmetic, wrapping modulo 2^bits as the integer's own multiplication does (NCCL's PreMulSum
+// multiplies in the data type); computed unsigned, where wrapping is defined.
+template <class T>
+void multiplyInts(void* dstv, const void* srcv, size_t count, int64_t factor) {
+  using U = std::make_unsigned_t<T>;
+  T* dst = static_cast<T*>(dstv);
+  const T* src = static_cast<const T*>(srcv);
+  const U f = static_cast<U>(static_cast<uint64_t>(factor));
+  for (size_t i = 0; i < count; ++i) dst[i] = static_cast<T>(static_cast<U>(static_cast<U>(src[i]) * f));
 }
 
 template <class T>
@@ -122,6 +134,22 @@ void scaleByWithIsa(void* dst, const void* src, size_t count, strataDataType_t d
     case KernelIsa::kAvx2: return kernel_tiers::scaleAvx2(dst, src, count, dt, scalar);
 #endif
     default: return kernel_tiers::scalePortable(dst, src, count, dt, scalar);
+  }
+}
+
+void multiplyBy(void* dst, const void* src, size_t count, strataDataType_t dt, int64_t factor) {
+  checkDtype("multiplyBy", dt);
+  if (dtypeIsFloat(dt)) {
+    throw InvalidArgument(strprintf("multiplyBy: datatype %s is a float type; use scaleBy", dtypeName(dt)));
+  }
+  switch (dt) {
+    case strataInt8: return multiplyInts<int8_t>(dst, src, count, factor);
+    case strataUint8: return multiplyInts<uint8_t>(dst, src, count, factor);
+    case strataInt32: return multiplyInts<int32_t>(dst, src, count, factor);
+    case strataUint32: return multiplyInts<uint32_t>(dst, src, count, factor);
+    case strataInt64: return multiplyInts<int64_t>(dst, src, count, factor);
+    case strataUint64: return multiplyInts<uint64_t>(dst, src, count, factor);
+    default: return;
   }
 }
 

@@ -34,6 +34,10 @@ inline constexpr size_t kReduceStreamingBytes = size_t{8} << 20;
 void scaleBy(void* dst, const void* src, size_t count, strataDataType_t dt, double scalar);
 void scaleByWithIsa(void* dst, const void* src, size_t count, strataDataType_t dt, double scalar, KernelIsa isa);
 
+/// dst[i] = src[i] * factor for integer dtypes, in the integer's own arithmetic (wrapping modulo 2^bits, as NCCL's
+/// PreMulSum multiplies in the data type); dst may alias src. Throws InvalidArgument for float dtypes.
+void multiplyBy(void* dst, const void* src, size_t count, strataDataType_t dt, int64_t factor);
+
 /// dst[i] = src[i] / divisor for integer dtypes (truncating, as NCCL's integer Avg); dst may alias src.
 /// Throws InvalidArgument for float dtypes (scale by 1/n instead) and for a zero divisor.
 void divideBy(void* dst, const void* src, size_t count, strataDataType_t dt, uint64_t divisor);

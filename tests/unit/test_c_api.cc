@@ -181,6 +181,26 @@ TEST(CApi, PreMulSumAndAvgOnOneRank) {
   EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
 }
 
+// Integer PreMulSum multiplies in the integer type, as NCCL does: exact where a float or a double would round
+// (int32 through float lost 10, int64 through double lost 3), and wrapping on overflow rather than saturating.
+TEST(CApi, IntegerPreMulSumMultipliesInTheType) {
+  strataComm_t comm = oneRankComm();
+  auto premul = [&](auto scalar, strataDataType_t dt, auto input) {
+    strataRedOp_t op;
+    EXPECT_EQ(strataRedOpCreatePreMulSum(&op, &scalar, dt, strataScalarHostImmediate, comm), strataSuccess);
+    decltype(input) out = 0;
+    EXPECT_EQ(strataAllReduce(&input, &out, 1, dt, op, comm, nullptr), strataSuccess) << strataGetLastError(comm);
+    EXPECT_EQ(strataRedOpDestroy(op, comm), strataSuccess);
+    return out;
+  };
+  EXPECT_EQ(premul(int32_t{2}, strataInt32, int32_t{156863317}), int32_t{313726634});
+  EXPECT_EQ(premul(int64_t{3}, strataInt64, int64_t{(int64_t{1} << 53) + 1}), int64_t{27021597764222979});
+  EXPECT_EQ(premul(uint64_t{3}, strataUint64, uint64_t{(uint64_t{1} << 63) + 5}), uint64_t{(uint64_t{1} << 63) + 15});
+  EXPECT_EQ(premul(int8_t{-3}, strataInt8, int8_t{50}), static_cast<int8_t>(-150));  // wraps to 106
+  EXPECT_EQ(premul(uint32_t{7}, strataUint32, uint32_t{0x40000000}), uint32_t{0xC0000000});
+  EXPECT_EQ(strataCommDestroy(comm), strataSuccess);
+}
+
 // Ranks as threads: the whole API over real shm connections, plus split and the C++ wrapper.
 TEST(CApi, ThreadRanksAllCollectivesAndSplit) {
   const int n = 4;
