@@ -6,10 +6,14 @@
 #   - reduction kernels (2 inputs -> 1 output, bf16 and f32, 256 MiB buffers) >= 90% of memcpy D2D bytes/s;
 #   - Strata's all-reduce latency, 8 B - 64 KiB, between 2 (and 4) ranks sharing the GPU (CUDA IPC one-shot),
 #     below NCCL's single-rank all-reduce, both timed from launch to stream completion.
+# When the NCCL drop-in is built (an nccl.h was found) it also runs tests/nccl's nccl.h program on 2 ranks (device
+# buffers when the program has --device), and, when torch with CUDA is importable, torch's ProcessGroupNCCL on the
+# drop-in (LD_PRELOAD): a few DDP steps of 2 processes on the one GPU, whose final loss must equal the same run's
+# on backend gloo (ddp_dropin.json).
 # Usage: perf/gpu_check.sh OUTDIR        (BUILD=dir to reuse a build; JOBS=n; CUDA_ARCH=90)
 # Exit status: 0 when the build and every test passed (targets missed are reported, not failures), 1 otherwise.
-# Time: about 2 minutes of build on 16 cores, then every step has its own limit (the worst case is ~9 minutes,
-# a healthy run ~4). The full GPU test suite is `ctest -L gpu` in the build directory.
+# Time: about 2 minutes of build on 16 cores, then every step has its own limit (the worst case is ~13 minutes,
+# a healthy run ~5). The full GPU test suite is `ctest -L gpu` in the build directory.
 set -uo pipefail
 OUT=${1:?usage: perf/gpu_check.sh OUTDIR}
 mkdir -p "$OUT"
@@ -57,6 +61,10 @@ else
   echo "WARNING: GoogleTest not found: strata_gpu_kernel_tests (the kernels against the host) is not built and will not run"
   status=1
 fi
+# The NCCL drop-in and its nccl.h test program exist when configure found an nccl.h.
+for t in strata_nccl strata_nccl_api_test; do
+  grep -q "/$t.dir\$" "$BUILD"/CMakeFiles/TargetDirectories.txt 2>/dev/null && targets+=("$t")
+done
 stamp "build ${targets[*]}"
 if ! cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" > "$OUT/build.log" 2>&1; then
   grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; echo "build FAILED"; exit 1
@@ -98,6 +106,94 @@ run_test coll_n2_large 60 "$BIN/strata-run" -n 2 --timeout 55 -- $COLL --counts 
 run_test coll_n4_twoshot 60 env STRATA_GPU_ONESHOT_BYTES=0 "$BIN/strata-run" -n 4 --timeout 55 -- $COLL --counts 7,70001 --colls allreduce
 run_test coll_n2_staged 60 env STRATA_GPU_DIRECT_BYTES=0 STRATA_GPU_STAGE_CHUNK_BYTES=65536 "$BIN/strata-run" -n 2 --timeout 55 -- \
   $COLL --counts 7,70001,1048579 --colls allreduce
+
+# The NCCL drop-in (build/strata-nccl/libnccl.so.2): tests/nccl's program written against nccl.h alone, then torch.
+DROPIN=$BUILD/strata-nccl/libnccl.so.2
+if [[ -e $DROPIN ]]; then
+  stamp "NCCL drop-in"
+  if [[ -x $BIN/strata_nccl_api_test ]]; then
+    api_args=()
+    if "$BIN/strata_nccl_api_test" --help 2>&1 | grep -q -- "--device"; then
+      api_args+=(--device)
+    else
+      echo "  (strata_nccl_api_test has no --device option: it runs on host buffers)"
+    fi
+    run_test nccl_api_n2 90 "$BIN/strata-run" -n 2 --timeout 85 -- "$BIN/strata_nccl_api_test" "${api_args[@]}"
+  fi
+  # torch's ProcessGroupNCCL on the drop-in: 2 processes on the one GPU (the real NCCL refuses that), a few DDP
+  # steps; the same run on gloo must end with the same loss.
+  if timeout 60 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    cat > "$OUT/ddp_dropin.py" <<'PY'
+# A few DDP steps of a small model, 2 ranks on one GPU; rank 0 prints the final loss (averaged over the ranks)
+# and whether the parameters are equal on every rank. usage: torchrun --nproc-per-node 2 ddp_dropin.py BACKEND STEPS
+import sys
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+backend, steps = sys.argv[1], int(sys.argv[2])
+device = torch.device("cuda:0")  # every rank on the one GPU
+torch.cuda.set_device(device)
+dist.init_process_group(backend)
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)  # the same initial weights on every rank and in every run
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1)).to(device)
+ddp = DDP(model, device_ids=[0])
+opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+data = torch.Generator().manual_seed(1000 + rank)  # each rank its own batches, the same in every run
+for step in range(steps):
+    x = torch.randn(64, 32, generator=data).to(device)
+    y = torch.sin(x.sum(dim=1, keepdim=True))
+    loss = torch.nn.functional.mse_loss(ddp(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+final = loss.detach().clone()
+dist.all_reduce(final)
+checksum = torch.cat([p.detach().flatten() for p in model.parameters()]).double().sum()
+# Equal on every rank when the largest equals the least (all-reduce: what gloo supports on CUDA tensors).
+hi, lo = checksum.clone(), checksum.clone()
+dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+if rank == 0:
+    same = bool(hi == lo)
+    print("DDP %s: %d ranks, %d steps, final loss %.9g, parameter checksum %.12g, equal on every rank: %s"
+          % (backend, world, steps, final.item() / world, checksum.item(), same))
+    print("FINAL_LOSS %.9g" % (final.item() / world))
+    print("PARAMS_EQUAL %s" % same)
+dist.destroy_process_group()
+PY
+    # No barrier in the script: ProcessGroupNCCL's barrier picks GPU `rank`, which one GPU does not have.
+    run_test ddp_dropin_nccl 120 env NCCL_DEBUG=VERSION LD_PRELOAD="$DROPIN" timeout 115 python3 -m torch.distributed.run \
+      --standalone --nproc-per-node 2 "$OUT/ddp_dropin.py" nccl 20
+    grep -m1 "implementing the NCCL" "$OUT/test_ddp_dropin_nccl.log" | sed 's/^/    /'
+    run_test ddp_gloo 120 timeout 115 python3 -m torch.distributed.run --standalone --nproc-per-node 2 \
+      "$OUT/ddp_dropin.py" gloo 20
+    python3 - "$OUT" <<'PY' || status=1
+import json, os, re, sys
+out = sys.argv[1]
+def run(name):
+    path = os.path.join(out, "test_%s.log" % name)
+    text = open(path).read() if os.path.exists(path) else ""
+    loss = re.search(r"^FINAL_LOSS (\S+)$", text, re.M)
+    same = re.search(r"^PARAMS_EQUAL (\S+)$", text, re.M)
+    return {"final_loss": float(loss.group(1)) if loss else None,
+            "params_equal": same.group(1) == "True" if same else None,
+            "dropin_loaded": "implementing the NCCL" in text}
+r = {"nccl_dropin": run("ddp_dropin_nccl"), "gloo": run("ddp_gloo")}
+a, b = r["nccl_dropin"]["final_loss"], r["gloo"]["final_loss"]
+r["losses_match"] = a is not None and b is not None and abs(a - b) <= 1e-5 * max(1.0, abs(b))
+r["passed"] = (r["losses_match"] and r["nccl_dropin"]["params_equal"] is True and r["nccl_dropin"]["dropin_loaded"])
+json.dump(r, open(os.path.join(out, "ddp_dropin.json"), "w"), indent=2)
+print("  DDP final loss: nccl (drop-in) %s, gloo %s: %s" % (a, b, "equal" if r["losses_match"] else "DIFFERENT"))
+sys.exit(0 if r["passed"] else 1)
+PY
+  else
+    echo "  torch with CUDA is not importable: ProcessGroupNCCL on the drop-in not run"
+  fi
+else
+  echo "(no NCCL drop-in in $BUILD: no nccl.h found at configure; its steps are skipped)"
+fi
 (IFS=,; echo "[${results[*]}]") > "$OUT/tests.json"
 
 stamp "reduction kernels vs cudaMemcpy D2D"
@@ -156,6 +252,9 @@ for n, rows in lat.items():
         cmp.append({"ranks": n, "bytes": size, "strata_us": t, "nccl_1rank_us": ref,
                     "below": (ref is not None and t is not None and t < ref)})
 summary["allreduce_latency_vs_nccl_single_rank"] = cmp
+ddp = load("ddp_dropin.json")
+if ddp:
+    summary["nccl_dropin_ddp"] = ddp
 summary["targets"]["oneshot_below_nccl_single_rank"] = {
     "met": bool(cmp) and all(c["below"] for c in cmp),
     "note": "NCCL numbers come from the 1-rank run; NCCL refuses ranks sharing a GPU"}

@@ -9,7 +9,7 @@ APT_PACKAGES=(
   libhwloc-dev libibverbs-dev libucx-dev
   libopenmpi-dev openmpi-bin
   libgloo-dev libopenblas-dev
-  iproute2 procps bc python3-dev
+  iproute2 procps bc python3-dev valgrind
   clang-format
   clang libclang-rt-14-dev
 )

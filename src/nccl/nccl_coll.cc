@@ -47,19 +47,31 @@ bool hostCall(const void* a, const void* b, cudaStream_t stream) {
 
 // One call on `comm`: `issue(strataComm)` makes the Strata calls. `collective` and `count` describe it for
 // ncclGroupSimulateEnd (-1: send/recv).
+// A call refused inside a group fails the group (NCCL's ncclGroupEnd returns its error and runs nothing).
+ncclResult_t poisonGroup(ncclResult_t r) {
+  ThreadGroup& g = threadGroup();
+  if (r != ncclSuccess && r != ncclInProgress && g.error == ncclSuccess) {
+    g.error = r;
+    g.errorMessage = pncclGetLastError(nullptr);
+  }
+  return r;
+}
+
 template <typename Issue>
 ncclResult_t call(ncclComm_t comm, const char* what, const void* a, const void* b, cudaStream_t stream, int collective,
                   size_t count, ncclDataType_t dtype, Issue&& issue) {
   ncclResult_t err;
   CommState* st = usable(comm, what, &err);
-  if (!st) return err;
-  if (st->suspended.load(std::memory_order_relaxed))
-    return fail(comm, ncclInvalidUsage, std::string(what) + ": the communicator is suspended (ncclCommSuspend)");
+  if (!st) return tDepth > 0 ? poisonGroup(err) : err;
+  if (st->suspended.load(std::memory_order_relaxed)) {
+    err = fail(comm, ncclInvalidUsage, std::string(what) + ": the communicator is suspended (ncclCommSuspend)");
+    return tDepth > 0 ? poisonGroup(err) : err;
+  }
   if (tDepth > 0) {
     ThreadGroup& g = threadGroup();
     g.calls.push_back(GroupCall{st->comm, collective, count, dtype});
     if (!st->blocking && hostCall(a, b, stream)) g.nonBlocking.push_back(comm->state);
-    return fromStrata(issue(st->comm));
+    return poisonGroup(fromStrata(issue(st->comm)));
   }
   if (st->blocking || !hostCall(a, b, stream)) return fromStrata(issue(st->comm));
   strataGroupStart();
@@ -233,20 +245,43 @@ STRATA_NCCL_API(ncclResult_t, ncclGroupStart) {
 
 namespace {
 
-// The end of the calling thread's group: `simulate` discards its calls instead of running them.
-ncclResult_t groupEnd(ncclSimInfo_t* simInfo) {
+// The end of the calling thread's group. `simInfo`: price its calls instead of running them; `discard`: drop
+// them (a refused ncclGroupSimulateEnd still leaves its group).
+ncclResult_t groupEnd(ncclSimInfo_t* simInfo, bool discard = false) {
   ThreadGroup& g = threadGroup();
-  if (tDepth <= 0) return fail(nullptr, ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (tDepth <= 0)
+    return fail(
+        nullptr, ncclInvalidUsage,
+        simInfo || discard ? "ncclGroupSimulateEnd without ncclGroupStart" : "ncclGroupEnd without ncclGroupStart");
   --tDepth;
   --g.depth;
-  if (tDepth > 0) return fromStrata(simInfo ? discardApiGroup() : strataGroupEnd());
-  // Communicators created in this group first: the group's collectives (if any) may use them.
-  ncclResult_t result = runCreations(std::move(g.creations));
-  g.creations.clear();
+  if (tDepth > 0) return fromStrata(simInfo || discard ? discardApiGroup() : strataGroupEnd());
+  auto creations = std::move(g.creations);
+  auto creationStates = std::move(g.creationStates);
   auto nonBlocking = std::move(g.nonBlocking);
   auto calls = std::move(g.calls);
+  const ncclResult_t refused = g.error;
+  const std::string refusedWhy = g.errorMessage;
+  g.creations.clear();
+  g.creationStates.clear();
   g.nonBlocking.clear();
   g.calls.clear();
+  g.error = ncclSuccess;
+  g.errorMessage.clear();
+  if (refused != ncclSuccess || discard) {
+    // Nothing of the group runs: its calls are dropped, and the communicators it was creating are not made.
+    discardApiGroup();
+    for (auto& st : creationStates) {
+      std::lock_guard<std::mutex> lk(st->mu);
+      st->createError = refused != ncclSuccess ? "the group that created it failed: " + refusedWhy
+                                               : std::string("the group that created it was dropped");
+      st->createResult.store(refused != ncclSuccess ? refused : ncclInvalidUsage);
+    }
+    if (discard) return ncclSuccess;
+    return fail(nullptr, refused, "ncclGroupEnd: a call of the group was refused, so nothing of it ran: " + refusedWhy);
+  }
+  // Communicators created in this group first: the group's collectives (if any) may use them.
+  ncclResult_t result = runCreations(std::move(creations));
   if (simInfo) {
     // Strata's cost model prices each call (send/recv as a broadcast of the same bytes, a pipeline over the same
     // links); nothing runs.
@@ -282,9 +317,12 @@ ncclResult_t groupEnd(ncclSimInfo_t* simInfo) {
 STRATA_NCCL_API(ncclResult_t, ncclGroupEnd) { return groupEnd(nullptr); }
 
 STRATA_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
-  if (!simInfo) return fail(nullptr, ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo is NULL");
-  if (simInfo->size < sizeof(ncclSimInfo_t) || simInfo->magic != 0x74685283u)
-    return fail(nullptr, ncclInvalidArgument,
-                "ncclGroupSimulateEnd: simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER");
-  return groupEnd(simInfo);
+  // As NCCL: the group ends either way; a bad simInfo drops it.
+  const char* bad = !simInfo ? "simInfo is NULL"
+                    : simInfo->size < sizeof(ncclSimInfo_t) || simInfo->magic != 0x74685283u
+                        ? "simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER"
+                        : nullptr;
+  if (!bad) return groupEnd(simInfo);
+  if (ncclResult_t r = groupEnd(nullptr, true); r != ncclSuccess) return r;
+  return fail(nullptr, ncclInvalidArgument, std::string("ncclGroupSimulateEnd: ") + bad + "; the group is dropped");
 }

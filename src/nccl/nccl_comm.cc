@@ -1,5 +1,6 @@
 // The NCCL drop-in's communicators: versions and ids, creation (blocking, non-blocking, inside a group, several
 // ids, all devices, grow), split and shrink, finalize, destroy, abort, revoke, queries, errors, suspend.
+#include <cctype>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -94,6 +95,7 @@ ncclResult_t create(ncclComm_t* out, const ncclConfig_t* config, const char* wha
       runCreation(st, make);
       return static_cast<ncclResult_t>(st->createResult.load());
     });
+    g.creationStates.push_back(st);
     *out = newHandle(st);
     return ncclSuccess;
   }
@@ -125,7 +127,7 @@ ncclResult_t drainPending(CommState& st) {
   ncclResult_t first = ncclSuccess;
   for (const PendingWork& w : works) {
     const strataResult_t r = strataWorkWait(w.get(), -1);
-    if (r != strataSuccess && first == ncclSuccess) first = fromStrata(r);
+    if (r != strataSuccess && first == ncclSuccess) first = asNccl(r);
   }
   return first;
 }
@@ -137,7 +139,7 @@ ncclResult_t release(ncclComm_t comm, bool abort, const char* what) {
   {
     std::lock_guard<std::mutex> lk(gHandlesMutex);
     if (!liveHandles().count(comm))
-      return fail(nullptr, ncclInvalidUsage,
+      return fail(nullptr, ncclInvalidArgument,
                   std::string(what) + ": invalid communicator (destroyed, or never created)");
     st = comm->state;
   }
@@ -194,7 +196,8 @@ CommState* usable(ncclComm_t comm, const char* what, ncclResult_t* err) {
     return nullptr;
   }
   if (comm->magic.load(std::memory_order_acquire) != kLiveComm) {
-    *err = fail(nullptr, ncclInvalidUsage, std::string(what) + ": invalid communicator (destroyed or aborted)");
+    // NCCL's code for a destroyed handle (its CommCheck: "corrupted comm object").
+    *err = fail(nullptr, ncclInvalidArgument, std::string(what) + ": invalid communicator (destroyed or aborted)");
     return nullptr;
   }
   CommState* st = comm->state.get();
@@ -215,6 +218,25 @@ CommState* usable(ncclComm_t comm, const char* what, ncclResult_t* err) {
     return nullptr;
   }
   return st;
+}
+
+ncclResult_t renameError(strataResult_t r) {
+  // Strata's names in the message become NCCL's: "strata" followed by a capital (strataAllReduce,
+  // strataScalarHostImmediate, strataRemoteError) is "nccl" there. STRATA_* variables keep their names.
+  const std::string text = strataGetLastError(nullptr);
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool word = i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1]));
+    if (word && text.compare(i, 6, "strata") == 0 && i + 6 < text.size() &&
+        std::isupper(static_cast<unsigned char>(text[i + 6]))) {
+      out += "nccl";
+      i += 5;
+      continue;
+    }
+    out += text[i];
+  }
+  return static_cast<ncclResult_t>(recordApiError(nullptr, r, out));
 }
 
 ncclResult_t fail(ncclComm_t comm, ncclResult_t code, const std::string& message) {
@@ -243,19 +265,30 @@ ncclResult_t applyConfig(const ncclConfig_t* config, CommState& state, const cha
   static std::once_flag once;
   std::call_once(once, [&] {
     std::string unused;
-    auto note = [&](const char* name, size_t offset, bool set) {
-      if (has(offset, sizeof(int)) && set) unused += std::string(unused.empty() ? "" : ", ") + name;
+    // Each field is read only if the caller's struct (possibly an older, smaller one) reaches it.
+    auto note = [&](const char* name, size_t offset) {
+      int v = NCCL_CONFIG_UNDEF_INT;
+      if (!has(offset, sizeof(int))) return;
+      std::memcpy(&v, reinterpret_cast<const char*>(config) + offset, sizeof(int));
+      if (v != NCCL_CONFIG_UNDEF_INT) unused += std::string(unused.empty() ? "" : ", ") + name;
     };
-    note("cgaClusterSize", offsetof(ncclConfig_t, cgaClusterSize), config->cgaClusterSize != NCCL_CONFIG_UNDEF_INT);
-    note("minCTAs", offsetof(ncclConfig_t, minCTAs), config->minCTAs != NCCL_CONFIG_UNDEF_INT);
-    note("maxCTAs", offsetof(ncclConfig_t, maxCTAs), config->maxCTAs != NCCL_CONFIG_UNDEF_INT);
-    note("netName", offsetof(ncclConfig_t, netName), config->netName != nullptr);
-    note("splitShare", offsetof(ncclConfig_t, splitShare), config->splitShare != NCCL_CONFIG_UNDEF_INT);
-    note("trafficClass", offsetof(ncclConfig_t, trafficClass), config->trafficClass != NCCL_CONFIG_UNDEF_INT);
-    note("collnetEnable", offsetof(ncclConfig_t, collnetEnable), config->collnetEnable != NCCL_CONFIG_UNDEF_INT);
-    note("CTAPolicy", offsetof(ncclConfig_t, CTAPolicy), config->CTAPolicy != NCCL_CONFIG_UNDEF_INT);
-    note("shrinkShare", offsetof(ncclConfig_t, shrinkShare), config->shrinkShare != NCCL_CONFIG_UNDEF_INT);
-    note("nvlsCTAs", offsetof(ncclConfig_t, nvlsCTAs), config->nvlsCTAs != NCCL_CONFIG_UNDEF_INT);
+    note("cgaClusterSize", offsetof(ncclConfig_t, cgaClusterSize));
+    note("minCTAs", offsetof(ncclConfig_t, minCTAs));
+    note("maxCTAs", offsetof(ncclConfig_t, maxCTAs));
+    if (has(offsetof(ncclConfig_t, netName), sizeof(char*)) && config->netName)
+      unused += std::string(unused.empty() ? "" : ", ") + "netName";
+    note("splitShare", offsetof(ncclConfig_t, splitShare));
+    note("trafficClass", offsetof(ncclConfig_t, trafficClass));
+    note("collnetEnable", offsetof(ncclConfig_t, collnetEnable));
+    note("CTAPolicy", offsetof(ncclConfig_t, CTAPolicy));
+    note("shrinkShare", offsetof(ncclConfig_t, shrinkShare));
+    note("nvlsCTAs", offsetof(ncclConfig_t, nvlsCTAs));
+    note("nChannelsPerNetPeer", offsetof(ncclConfig_t, nChannelsPerNetPeer));
+    note("nvlinkCentricSched", offsetof(ncclConfig_t, nvlinkCentricSched));
+    note("graphUsageMode", offsetof(ncclConfig_t, graphUsageMode));
+    note("numRmaCtx", offsetof(ncclConfig_t, numRmaCtx));
+    note("maxP2pPeers", offsetof(ncclConfig_t, maxP2pPeers));
+    note("graphStreamOrdering", offsetof(ncclConfig_t, graphStreamOrdering));
     if (!unused.empty())
       STRATA_INFO(kLogInit, "NCCL config fields that Strata does not use (accepted, no effect): %s", unused.c_str());
   });
@@ -498,7 +531,7 @@ STRATA_NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult
   if (!comm || !asyncError)
     return fail(nullptr, ncclInvalidArgument, "ncclCommGetAsyncError: comm or asyncError is NULL");
   if (comm->magic.load(std::memory_order_acquire) != kLiveComm)
-    return fail(nullptr, ncclInvalidUsage, "ncclCommGetAsyncError: invalid communicator (destroyed or aborted)");
+    return fail(nullptr, ncclInvalidArgument, "ncclCommGetAsyncError: invalid communicator (destroyed or aborted)");
   CommState* st = comm->state.get();
   const int created = st->createResult.load(std::memory_order_acquire);
   if (created != ncclSuccess) {
@@ -516,14 +549,14 @@ STRATA_NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult
       }
       it = st->pending.erase(it);
       if (r != strataSuccess) {
-        *asyncError = fromStrata(r);
+        *asyncError = asNccl(r);
         return ncclSuccess;
       }
     }
   }
   strataResult_t r = strataSuccess;
   if (strataResult_t q = strataCommGetAsyncError(st->comm, &r); q != strataSuccess) return fromStrata(q);
-  *asyncError = fromStrata(r);
+  *asyncError = asNccl(r);
   return ncclSuccess;
 }
 

@@ -86,8 +86,17 @@ inline constexpr uint32_t kDeadComm = 0x44454144;  // "DEAD"
 
 /// Records an error for ncclGetLastError (Strata's record: strataGetLastError) and returns it as NCCL's code.
 ncclResult_t fail(ncclComm_t comm, ncclResult_t code, const std::string& message);
-/// Strata's result as NCCL's (the values are equal; checked at compile time in nccl_api.cc).
-inline ncclResult_t fromStrata(strataResult_t r) { return static_cast<ncclResult_t>(r); }
+/// Strata's result code as NCCL's (the values are equal; checked at compile time in nccl_comm.cc).
+inline ncclResult_t asNccl(strataResult_t r) { return static_cast<ncclResult_t>(r); }
+/// The error the Strata call just made on this thread (recorded there), renamed for NCCL's user: "strataAllReduce:
+/// invalid datatype 99" becomes "ncclAllReduce: ...". Returns `r` as NCCL's code.
+ncclResult_t renameError(strataResult_t r);
+/// The result of a Strata call made for an NCCL one: its code, with its message renamed when it failed.
+inline ncclResult_t fromStrata(strataResult_t r) {
+  if (r == strataSuccess || r == strataInProgress) [[likely]]
+    return static_cast<ncclResult_t>(r);
+  return renameError(r);
+}
 
 /// The state of a live communicator whose creation has finished (waiting for a non-blocking one), or null with
 /// the error recorded in *err: a NULL, destroyed or unknown handle, or a failed creation.
@@ -117,6 +126,10 @@ struct ThreadGroup {
   std::vector<GroupCall> calls;
   /// Communicators whose creation was called inside the group: created together at the outermost end.
   std::vector<std::function<ncclResult_t()>> creations;
+  std::vector<std::shared_ptr<CommState>> creationStates;
+  /// The first call of the group that was refused: as NCCL, the group then fails as a whole and runs nothing.
+  ncclResult_t error = ncclSuccess;
+  std::string errorMessage;
 };
 ThreadGroup& threadGroup();
 
