@@ -39,6 +39,8 @@ TEST(CApi, EnumValuesMatchNccl) {
   EXPECT_EQ(strataBfloat16, 9);
   EXPECT_EQ(strataFloat8e5m2, 11);
   EXPECT_EQ(strataAvg, 4);
+  EXPECT_EQ(strataScalarDevice, 0);  // NCCL's ncclScalarDevice, ncclScalarHostImmediate
+  EXPECT_EQ(strataScalarHostImmediate, 1);
   EXPECT_EQ(sizeof(strataUniqueId), 128u);
 }
 
