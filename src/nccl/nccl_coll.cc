@@ -219,7 +219,7 @@ STRATA_NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataTy
 STRATA_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                 ncclScalarResidence_t residence, ncclComm_t comm) {
   ncclResult_t err;
-  CommState* st = usable(comm, "ncclRedOpCreatePreMulSum", &err);
+  CommState* st = active(comm, "ncclRedOpCreatePreMulSum", &err);
   if (!st) return err;
   strataRedOp_t sop;
   const strataResult_t r =

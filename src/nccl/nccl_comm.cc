@@ -220,6 +220,16 @@ CommState* usable(ncclComm_t comm, const char* what, ncclResult_t* err) {
   return st;
 }
 
+CommState* active(ncclComm_t comm, const char* what, ncclResult_t* err) {
+  CommState* st = usable(comm, what, err);
+  if (st && st->suspended.load(std::memory_order_relaxed)) {
+    *err = fail(comm, ncclInvalidUsage,
+                std::string(what) + ": the communicator is suspended (ncclCommSuspend); ncclCommResume it first");
+    return nullptr;
+  }
+  return st;
+}
+
 ncclResult_t renameError(strataResult_t r) {
   // Strata's names in the message become NCCL's: "strata" followed by a capital (strataAllReduce,
   // strataScalarHostImmediate, strataRemoteError) is "nccl" there. STRATA_* variables keep their names.
@@ -417,7 +427,7 @@ STRATA_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, cons
 STRATA_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                 ncclConfig_t* config) {
   ncclResult_t err;
-  CommState* parent = usable(comm, "ncclCommSplit", &err);
+  CommState* parent = active(comm, "ncclCommSplit", &err);
   if (!parent) return err;
   strataComm_t s = parent->comm;
   if (color == NCCL_SPLIT_NOCOLOR) {
@@ -435,7 +445,7 @@ STRATA_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key
 STRATA_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                 ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   ncclResult_t err;
-  CommState* parent = usable(comm, "ncclCommShrink", &err);
+  CommState* parent = active(comm, "ncclCommShrink", &err);
   if (!parent) return err;
   strataComm_t s = parent->comm;
   std::vector<int> excluded;
@@ -451,7 +461,7 @@ STRATA_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanks
 
 STRATA_NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
   ncclResult_t err;
-  CommState* st = usable(comm, "ncclCommGetUniqueId", &err);
+  CommState* st = active(comm, "ncclCommGetUniqueId", &err);
   if (!st) return err;
   if (!uniqueId) return fail(comm, ncclInvalidArgument, "ncclCommGetUniqueId: uniqueId is NULL");
   std::lock_guard<std::mutex> lk(st->mu);
@@ -480,7 +490,7 @@ STRATA_NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const n
                   [=](strataComm_t* c) { return strataCommInitRank(c, nRanks, id, rank); });
   }
   ncclResult_t err;
-  CommState* st = usable(comm, "ncclCommGrow", &err);
+  CommState* st = active(comm, "ncclCommGrow", &err);
   if (!st) return err;
   int me = 0, size = 0;
   strataCommUserRank(st->comm, &me);
@@ -509,8 +519,11 @@ STRATA_NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const n
 
 STRATA_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   ncclResult_t err;
-  CommState* st = usable(comm, "ncclCommFinalize", &err);
+  CommState* st = active(comm, "ncclCommFinalize", &err);
   if (!st) return err;
+  if (st->revoked.load())
+    return fail(comm, ncclInvalidUsage,
+                "ncclCommFinalize after ncclCommRevoke is invalid (NCCL's rule): shrink, destroy or abort it");
   return drainPending(*st);
 }
 
@@ -522,7 +535,9 @@ STRATA_NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) 
   ncclResult_t err;
   CommState* st = usable(comm, "ncclCommRevoke", &err);
   if (!st) return err;
-  return fromStrata(strataCommRevoke(st->comm, revokeFlags));
+  const ncclResult_t r = fromStrata(strataCommRevoke(st->comm, revokeFlags));
+  if (r == ncclSuccess) st->revoked.store(true);  // Strata's revoke returns once the communicator is quiescent
+  return r;
 }
 
 // ---- queries --------------------------------------------------------------------------------------------
@@ -553,6 +568,12 @@ STRATA_NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult
         return ncclSuccess;
       }
     }
+  }
+  // NCCL: a revoked communicator's state is ncclInProgress until it is quiescent, then ncclSuccess (then shrink,
+  // split or destroy proceed). Strata's revoke returns once it is quiescent.
+  if (st->revoked.load()) {
+    *asyncError = ncclSuccess;
+    return ncclSuccess;
   }
   strataResult_t r = strataSuccess;
   if (strataResult_t q = strataCommGetAsyncError(st->comm, &r); q != strataSuccess) return fromStrata(q);
@@ -589,7 +610,7 @@ STRATA_NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* devi
 
 STRATA_NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
   ncclResult_t err;
-  CommState* st = usable(comm, "ncclCommSuspend", &err);
+  CommState* st = active(comm, "ncclCommSuspend", &err);
   if (!st) return err;
   if (flags & ~NCCL_SUSPEND_MEM)
     return fail(comm, ncclInvalidArgument, strprintf("ncclCommSuspend: unknown flags 0x%x", flags));

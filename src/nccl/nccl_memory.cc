@@ -43,7 +43,7 @@ STRATA_NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
 
 STRATA_NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
   ncclResult_t err;
-  CommState* st = usable(comm, "ncclCommRegister", &err);
+  CommState* st = active(comm, "ncclCommRegister", &err);
   if (!st) return err;
   if (!buff || !handle)
     return fail(comm, ncclInvalidArgument,
@@ -74,7 +74,7 @@ STRATA_NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* h
 STRATA_NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                 int winFlags) {
   ncclResult_t err;
-  CommState* st = usable(comm, "ncclCommWindowRegister", &err);
+  CommState* st = active(comm, "ncclCommWindowRegister", &err);
   if (!st) return err;
   if (!buff || !win)
     return fail(comm, ncclInvalidArgument,

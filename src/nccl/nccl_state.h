@@ -62,6 +62,7 @@ struct CommState {
   std::atomic<bool> abandoned{false};
 
   std::atomic<bool> suspended{false};  ///< ncclCommSuspend: calls are refused until ncclCommResume
+  std::atomic<bool> revoked{false};    ///< ncclCommRevoke returned: quiescent, only shrink or the end remain
 
   std::mutex mu;                     ///< guards what follows
   std::vector<PendingWork> pending;  ///< host work of a non-blocking communicator not yet seen done
@@ -101,6 +102,9 @@ inline ncclResult_t fromStrata(strataResult_t r) {
 /// The state of a live communicator whose creation has finished (waiting for a non-blocking one), or null with
 /// the error recorded in *err: a NULL, destroyed or unknown handle, or a failed creation.
 CommState* usable(ncclComm_t comm, const char* what, ncclResult_t* err);
+/// usable() for the calls a suspended communicator refuses (NCCL: it "cannot be used while suspended"): all but
+/// resume, the end, and queries.
+CommState* active(ncclComm_t comm, const char* what, ncclResult_t* err);
 
 /// A new handle for `state` (kept for the life of the process; see ncclComm).
 ncclComm_t newHandle(std::shared_ptr<CommState> state);
