@@ -19,6 +19,7 @@
 #include "kernels/reduce.h"
 #include "strata/strata.h"
 #include "test_util.h"
+#include "util/tsan.h"
 
 namespace strata {
 namespace {
@@ -101,15 +102,19 @@ class FakeCudaApi final : public CudaApi {
     return e;
   }
   int hostFree(void* p) override { return deviceFree(p); }
-  // One address space: the handle is the pointer.
+  // One address space: the handle is the pointer. The handle travels through the bootstrap's sockets, which
+  // ThreadSanitizer does not follow: the owner's writes before it made the handle come before the opener's
+  // accesses, and it is told so (util/tsan.h), as the CUDA driver orders them on a GPU.
   int ipcGetMemHandle(void* handle, void* p) override {
     std::memset(handle, 0, kCudaIpcHandleBytes);
     std::memcpy(handle, &p, sizeof p);
+    tsanRelease(reinterpret_cast<uintptr_t>(p));
     return 0;
   }
   int ipcOpenMemHandle(void** p, const void* handle) override {
     if (failIpcOpen) return 1;
     std::memcpy(p, handle, sizeof *p);
+    tsanAcquire(reinterpret_cast<uintptr_t>(*p));
     ++ipcOpens;
     return 0;
   }

@@ -33,6 +33,7 @@
 #include "util/error.h"
 #include "util/log.h"
 #include "util/sys.h"
+#include "util/tsan.h"
 
 namespace strata {
 namespace shm {
@@ -192,7 +193,9 @@ class ShmConnection final : public Connection {
         nslots_(nslots),
         me_(me),
         peer_(peer),
-        peerPid_(tx_->creatorPid) {
+        peerPid_(tx_->creatorPid),
+        rxKey_(tsanKey(recvSeg_.name())),
+        txKey_(tsanKey(sendSeg_.name())) {
     // Liveness: pids are only comparable between processes of one pid namespace (containers sharing
     // /dev/shm may not be).
     const bool pidComparable = tx_->creatorPidNs != 0 && tx_->creatorPidNs == pidNamespaceId();
@@ -235,6 +238,7 @@ class ShmConnection final : public Connection {
     h->size = bytes;
     h->stampLo = stamp.lo;
     h->stampHi = stamp.hi;
+    tsanRelease(txKey_);
     h->ready.store(txHead_ + 1, std::memory_order_release);
     reserved_ = false;
     tx_->head.store(++txHead_, std::memory_order_release);
@@ -253,6 +257,7 @@ class ShmConnection final : public Connection {
       ready = h->ready.load(std::memory_order_acquire);
       if (ready != rxTail_ + 1) throwClosed();
     }
+    tsanAcquire(rxKey_);
     const uint64_t size = h->size;
     if (size > pieceBytes_) corrupted(ready, size);
     if (h->stampLo != expected.lo || h->stampHi != expected.hi) [[unlikely]]
@@ -323,6 +328,7 @@ class ShmConnection final : public Connection {
   uint64_t nslots_;
   int me_, peer_;
   pid_t peerPid_;
+  uint64_t rxKey_, txKey_;      // ThreadSanitizer's names for the two FIFOs (util/tsan.h; unused without it)
   ProcessExitWatch peerWatch_;  // watches nothing unless the peer's pids are comparable with ours
   // Sender side (local copies; the shared counters are touched once per message).
   uint64_t txHead_ = 0, txTailCache_ = 0, txSlot_ = 0;
