@@ -765,7 +765,8 @@ void testRevoke() {
     ncclResult_t state = ncclInternalError;
     ok(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError after ncclCommRevoke");
     check(state == ncclSuccess, "a revoked communicator's state is ncclSuccess once quiescent: " + codeName(state));
-    expectError(ncclCommFinalize(comm), ncclInvalidUsage, comm, "ncclCommRevoke", "ncclCommFinalize after ncclCommRevoke");
+    expectError(ncclCommFinalize(comm), ncclInvalidUsage, comm, "ncclCommRevoke",
+                "ncclCommFinalize after ncclCommRevoke");
     groupDone("ncclCommRevoke: the revoking rank's calls fail, its state is ncclSuccess, finalize refused");
   } else {
     const auto start = Clock::now();
