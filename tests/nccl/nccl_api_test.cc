@@ -35,9 +35,8 @@
 #include <string>
 #include <thread>
 #include <vector>
-#ifdef STRATA_NCCL_TEST_MPI
-#include <mpi.h>
-#endif
+
+#include "nccl_test_support.h"
 
 // NCCL's device API is declared in nccl_device.h, which needs a CUDA compiler: the host functions under test are
 // declared here with the same C ABI (opaque pointers).
@@ -47,97 +46,13 @@ extern "C" ncclResult_t ncclCommQueryProperties(ncclComm_t comm, void* props);
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-int gRank = 0;
-int gNranks = 1;
-long gChecks = 0;
-long gFailures = 0;
-long gGroupChecks = 0;  // checks since the last progress line
-
-// ---- reporting -----------------------------------------------------------------------------------------------
-
-[[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "nccl_api_test rank %d of %d: FATAL: %s\n", gRank, gNranks, why.c_str());
-  std::fflush(stderr);
-#ifdef STRATA_NCCL_TEST_MPI
-  MPI_Abort(MPI_COMM_WORLD, 1);
-#endif
-  std::exit(1);
-}
-
-// One check. A failure is reported and counted; the rank goes on (its calls stay the same as the others').
-bool check(bool ok, const std::string& what) {
-  ++gChecks;
-  ++gGroupChecks;
-  if (!ok) {
-    ++gFailures;
-    std::fprintf(stderr, "nccl_api_test rank %d of %d: FAILED: %s\n", gRank, gNranks, what.c_str());
-    std::fflush(stderr);
-  }
-  return ok;
-}
+using namespace nccl_test;
 
 // The end of a group of checks: one line from rank 0.
 void groupDone(const char* name) {
   if (gRank == 0) std::printf("  %-46s %6ld checks\n", name, gGroupChecks);
   std::fflush(stdout);
   gGroupChecks = 0;
-}
-
-std::string where(const std::source_location& loc) {
-  return std::string(std::filesystem::path(loc.file_name()).filename()) + ":" + std::to_string(loc.line());
-}
-
-std::string lastError(ncclComm_t comm) {
-  const char* e = ncclGetLastError(comm);
-  return e ? e : "(null)";
-}
-
-// A call that must succeed: anything else ends the rank, since the other ranks would wait for it.
-void ok(ncclResult_t r, const char* call, std::source_location loc = std::source_location::current()) {
-  if (r == ncclSuccess) return;
-  die(std::string(call) + " at " + where(loc) + " returned " + std::to_string(r) + " (" + ncclGetErrorString(r) +
-      "): " + lastError(nullptr));
-}
-
-// ---- time ------------------------------------------------------------------------------------------------------
-
-// Sleeps with exponential backoff from 50 us to 5 ms: ranks share few cores, so nobody spins.
-class Backoff {
- public:
-  explicit Backoff(const char* what, std::chrono::seconds limit = std::chrono::seconds(60))
-      : what_(what), deadline_(Clock::now() + limit) {}
-  void pause() {
-    if (Clock::now() > deadline_) die(std::string("timed out waiting for ") + what_);
-    std::this_thread::sleep_for(sleep_);
-    sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(5000));
-  }
-
- private:
-  const char* what_;
-  Clock::time_point deadline_;
-  std::chrono::microseconds sleep_{50};
-};
-
-// Polls a non-blocking communicator until its pending work (creation or calls) is no longer in progress; returns
-// what it ended with.
-ncclResult_t waitAsync(ncclComm_t comm, const char* what) {
-  Backoff backoff(what);
-  for (;;) {
-    ncclResult_t state = ncclInProgress;
-    ok(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
-    if (state != ncclInProgress) return state;
-    backoff.pause();
-  }
-}
-
-// A call on a non-blocking communicator: ncclSuccess or ncclInProgress, then polled to completion.
-void okAsync(ncclResult_t r, ncclComm_t comm, const char* call,
-             std::source_location loc = std::source_location::current()) {
-  if (r != ncclSuccess && r != ncclInProgress) ok(r, call, loc);
-  const ncclResult_t done = waitAsync(comm, call);
-  if (done != ncclSuccess) ok(done, call, loc);
 }
 
 // ---- datatypes ---------------------------------------------------------------------------------------------
@@ -417,13 +332,6 @@ bool expectGuard(const std::string& what, Buffer& b, size_t end) {
 
 // ---- the id of a communicator --------------------------------------------------------------------------------
 
-#ifndef STRATA_NCCL_TEST_MPI
-std::string envOr(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
-#endif
-
 // The id of the first communicator, from rank 0 to every rank.
 ncclUniqueId shareFirstId(const std::string& idFile) {
   ncclUniqueId id{};
@@ -436,27 +344,12 @@ ncclUniqueId shareFirstId(const std::string& idFile) {
     ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
     return id;
   }
-  namespace fs = std::filesystem;
   if (gRank == 0) {
     ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    // Written whole under another name, then renamed: a reader sees all of it or nothing.
-    const std::string partial = idFile + ".partial";
-    {
-      std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-      out.write(reinterpret_cast<const char*>(&id), sizeof id);
-      if (!out) die("cannot write " + partial);
-    }
-    std::error_code ec;
-    fs::rename(partial, idFile, ec);
-    if (ec) die("cannot rename " + partial + " to " + idFile + ": " + ec.message());
+    writeId(idFile, id);
     return id;
   }
-  Backoff backoff("the unique id file of rank 0");
-  for (;;) {
-    std::ifstream in(idFile, std::ios::binary);
-    if (in && in.read(reinterpret_cast<char*>(&id), sizeof id)) return id;
-    backoff.pause();
-  }
+  return readId(idFile);
 #endif
   return id;
 }
@@ -991,8 +884,7 @@ void testQueries(Tester& T) {
 // `r` is NCCL's code `want`, and the last error (of `comm`, and of the thread) says something with `mention` in it.
 void expectError(ncclResult_t r, ncclResult_t want, ncclComm_t comm, const char* mention, const std::string& what) {
   const std::string e = lastError(comm);
-  check(r == want, what + ": returned " + std::to_string(r) + " (" + ncclGetErrorString(r) + "), NCCL returns " +
-                       std::to_string(want) + " (" + ncclGetErrorString(want) + "); last error: " + e);
+  check(r == want, what + ": returned " + codeName(r) + ", NCCL returns " + codeName(want) + "; last error: " + e);
   check(e.find(mention) != std::string::npos,
         what + ": ncclGetLastError says \"" + e + "\", which does not mention \"" + mention + "\"");
   const std::string threadError = lastError(nullptr);
@@ -1154,6 +1046,7 @@ void testBadInput(Tester& T) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gWho = "nccl_api_test";
   std::string idFile;
   size_t largeCount = 65537;
   for (int i = 1; i < argc; ++i) {
@@ -1174,12 +1067,7 @@ int main(int argc, char** argv) {
   gNranks = std::atoi(envOr("WORLD_SIZE", "1").c_str());
   if (gNranks < 1 || gRank < 0 || gRank >= gNranks)
     die("RANK " + std::to_string(gRank) + " and WORLD_SIZE " + std::to_string(gNranks) + " do not make sense");
-  if (idFile.empty()) {
-    // Unique to one launch: strata-run picks a free MASTER_PORT and a fresh STRATA_SECRET (hashed, not shown).
-    const std::string key = envOr("MASTER_PORT", "0") + "." +
-                            std::to_string(std::hash<std::string>{}(envOr("STRATA_SECRET", "")) % 1000000007);
-    idFile = (std::filesystem::temp_directory_path() / ("nccl_api_test." + key + ".id")).string();
-  }
+  if (idFile.empty()) idFile = launchFile("nccl_api_test", "world");
 #endif
   const auto start = Clock::now();
   if (gRank == 0) std::printf("nccl_api_test: %d rank%s\n", gNranks, gNranks == 1 ? "" : "s");

@@ -48,62 +48,21 @@
 #include <thread>
 #include <vector>
 
+#include "nccl_test_support.h"
+
 extern char** environ;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace nccl_test;
 
 std::string gMode = "?";
-int gRank = 0;
-int gNranks = 1;
-long gChecks = 0;
-long gFailures = 0;
-long gGroupChecks = 0;  // checks since the last progress line
-
-// ---- reporting -----------------------------------------------------------------------------------------------
-
-[[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "nccl_extras_test %s rank %d of %d: FATAL: %s\n", gMode.c_str(), gRank, gNranks, why.c_str());
-  std::fflush(stderr);
-  std::exit(1);
-}
-
-// One check. A failure is reported and counted; the rank goes on (its calls stay the same as the others').
-bool check(bool ok, const std::string& what) {
-  ++gChecks;
-  ++gGroupChecks;
-  if (!ok) {
-    ++gFailures;
-    std::fprintf(stderr, "nccl_extras_test %s rank %d of %d: FAILED: %s\n", gMode.c_str(), gRank, gNranks,
-                 what.c_str());
-    std::fflush(stderr);
-  }
-  return ok;
-}
 
 // The end of a group of checks: one line per rank (the ranks of these modes differ in what they check).
 void groupDone(const char* name) {
   std::printf("  rank %d: %-58s %4ld checks\n", gRank, name, gGroupChecks);
   std::fflush(stdout);
   gGroupChecks = 0;
-}
-
-std::string where(const std::source_location& loc) {
-  return std::string(std::filesystem::path(loc.file_name()).filename()) + ":" + std::to_string(loc.line());
-}
-
-std::string lastError(ncclComm_t comm) {
-  const char* e = ncclGetLastError(comm);
-  return e ? e : "(null)";
-}
-
-std::string codeName(ncclResult_t r) { return std::to_string(r) + " (" + ncclGetErrorString(r) + ")"; }
-
-// A call that must succeed: anything else ends the rank, since the other ranks would wait for it.
-void ok(ncclResult_t r, const char* call, std::source_location loc = std::source_location::current()) {
-  if (r == ncclSuccess) return;
-  die(std::string(call) + " at " + where(loc) + " returned " + codeName(r) + ": " + lastError(nullptr));
 }
 
 // `r` is NCCL's code `want`, and the last error (of `comm`, and of the thread) says something with `mention` in it.
@@ -115,81 +74,9 @@ void expectError(ncclResult_t r, ncclResult_t want, ncclComm_t comm, const std::
         what + ": ncclGetLastError says \"" + e + "\", which does not mention \"" + mention + "\"");
 }
 
-std::string envOr(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
-
-// ---- time ------------------------------------------------------------------------------------------------------
-
-// Sleeps with exponential backoff from 50 us to 5 ms: ranks share few cores, so nobody spins.
-class Backoff {
- public:
-  explicit Backoff(const char* what, std::chrono::seconds limit = std::chrono::seconds(60))
-      : what_(what), deadline_(Clock::now() + limit) {}
-  void pause() {
-    if (Clock::now() > deadline_) die(std::string("timed out waiting for ") + what_);
-    std::this_thread::sleep_for(sleep_);
-    sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(5000));
-  }
-
- private:
-  const char* what_;
-  Clock::time_point deadline_;
-  std::chrono::microseconds sleep_{50};
-};
-
-// Polls a non-blocking communicator until its pending work (creation or calls) is no longer in progress; returns
-// what it ended with.
-ncclResult_t waitAsync(ncclComm_t comm, const char* what) {
-  Backoff backoff(what);
-  for (;;) {
-    ncclResult_t state = ncclInProgress;
-    ok(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
-    if (state != ncclInProgress) return state;
-    backoff.pause();
-  }
-}
-
-// A call on a non-blocking communicator: ncclSuccess or ncclInProgress, then polled to completion.
-void okAsync(ncclResult_t r, ncclComm_t comm, const char* call,
-             std::source_location loc = std::source_location::current()) {
-  if (r != ncclSuccess && r != ncclInProgress) ok(r, call, loc);
-  const ncclResult_t done = waitAsync(comm, call);
-  if (done != ncclSuccess) ok(done, call, loc);
-}
-
 // ---- ids through files -----------------------------------------------------------------------------------------
 
-// A file name unique to one launch (strata-run picks a free MASTER_PORT and a fresh STRATA_SECRET) and to `what`.
-std::string idFile(const std::string& what) {
-  const std::string key = envOr("MASTER_PORT", "0") + "." +
-                          std::to_string(std::hash<std::string>{}(envOr("STRATA_SECRET", "")) % 1000000007);
-  return (std::filesystem::temp_directory_path() / ("nccl_extras_test." + key + "." + what + ".id")).string();
-}
-
-// Written whole under another name, then renamed: a reader sees all of it or nothing.
-void writeId(const std::string& path, const ncclUniqueId& id) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(&id), sizeof id);
-    if (!out) die("cannot write " + partial);
-  }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) die("cannot rename " + partial + " to " + path + ": " + ec.message());
-}
-
-ncclUniqueId readId(const std::string& path) {
-  ncclUniqueId id{};
-  Backoff backoff("a unique id file");
-  for (;;) {
-    std::ifstream in(path, std::ios::binary);
-    if (in && in.read(reinterpret_cast<char*>(&id), sizeof id)) return id;
-    backoff.pause();
-  }
-}
+std::string idFile(const std::string& what) { return launchFile("nccl_extras_test", what); }
 
 // The id of a first communicator of ranks 0..n-1: rank 0 makes it, the others read its file. Rank 0 removes the
 // file once the communicator exists (every rank has read it by then): call removeIdFile.
@@ -882,6 +769,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   gMode = argv[1];
+  gWho = "nccl_extras_test " + gMode;
   gRank = std::atoi(envOr("RANK", "0").c_str());
   gNranks = std::atoi(envOr("WORLD_SIZE", "1").c_str());
   if (gNranks < 1 || gRank < 0 || gRank >= gNranks)

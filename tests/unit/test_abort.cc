@@ -11,20 +11,11 @@
 #include <vector>
 
 #include "strata/strata.h"
+#include "test_util.h"
 
 namespace {
 
-/// `n` communicators of one job, each created on its own thread (init is collective).
-std::vector<strataComm_t> threadRanks(int n) {
-  strataUniqueId id;
-  EXPECT_EQ(strataGetUniqueId(&id), strataSuccess);
-  std::vector<strataComm_t> comms(n, nullptr);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] { EXPECT_EQ(strataCommInitRank(&comms[r], n, id, r), strataSuccess); });
-  for (auto& t : threads) t.join();
-  return comms;
-}
+using strata::test::threadRanks;
 
 /// Runs `blocked(comm, error)` on a thread of its own (a call rank 1 never joins), aborts rank 0's communicator
 /// from this thread once the call has had time to block, and checks that the call came back with an error naming

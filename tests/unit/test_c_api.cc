@@ -253,18 +253,6 @@ std::string strprintfForTest(const char* fmt, int a, int b, const char* c) {
   return buf;
 }
 
-// Two ranks as threads of this process; both handles are returned to the caller's thread.
-std::vector<strataComm_t> twoThreadRanks() {
-  strataUniqueId id;
-  EXPECT_EQ(strataGetUniqueId(&id), strataSuccess);
-  std::vector<strataComm_t> comms(2, nullptr);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] { EXPECT_EQ(strataCommInitRank(&comms[r], 2, id, r), strataSuccess); });
-  for (auto& t : threads) t.join();
-  return comms;
-}
-
 // One all-reduce on both ranks at once; true if both got the sum.
 bool sumOnBoth(const std::vector<strataComm_t>& comms) {
   int x[2] = {1, 2}, y[2] = {0, 0};
@@ -283,7 +271,7 @@ bool sumOnBoth(const std::vector<strataComm_t>& comms) {
 // not exist in the child): every call on an inherited communicator is refused, naming the fork, and
 // destroying it in the child frees only the handle, so the parent's job goes on.
 TEST(CApi, ForkedChildIsRefusedAndTheParentGoesOn) {
-  std::vector<strataComm_t> comms = twoThreadRanks();
+  std::vector<strataComm_t> comms = strata::test::threadRanks(2);
   strataComm_t solo = oneRankComm();
   ASSERT_TRUE(sumOnBoth(comms));
   const pid_t pid = fork();
@@ -483,16 +471,13 @@ TEST(CApi, FlightRecorderKeepsCallsRefusedAfterAFailure) {
   char dir[] = "/tmp/strata-fr-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   setenv("STRATA_FLIGHT_RECORDER_DIR", dir, 1);
-  strataUniqueId id;
-  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
-  strataComm_t comms[2] = {nullptr, nullptr};
+  const std::vector<strataComm_t> comms = strata::test::threadRanks(2);
+  unsetenv("STRATA_FLIGHT_RECORDER_DIR");
   auto eachRank = [&](const std::function<void(int)>& body) {
     std::vector<std::thread> threads;
     for (int r = 0; r < 2; ++r) threads.emplace_back(body, r);
     for (auto& t : threads) t.join();
   };
-  eachRank([&](int r) { EXPECT_EQ(strataCommInitRank(&comms[r], 2, id, r), strataSuccess); });
-  unsetenv("STRATA_FLIGHT_RECORDER_DIR");
   eachRank([&](int r) {
     std::vector<float> v(64, 1.0f), all(128);
     ASSERT_EQ(strataAllReduce(v.data(), v.data(), 64, strataFloat32, strataSum, comms[r], nullptr), strataSuccess);

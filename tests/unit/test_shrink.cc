@@ -14,19 +14,11 @@
 
 #include "bootstrap/failure_scope.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 namespace {
 
-std::vector<strataComm_t> threadRanks(int n) {
-  strataUniqueId id;
-  EXPECT_EQ(strataGetUniqueId(&id), strataSuccess);
-  std::vector<strataComm_t> comms(n, nullptr);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] { EXPECT_EQ(strataCommInitRank(&comms[r], n, id, r), strataSuccess); });
-  for (auto& t : threads) t.join();
-  return comms;
-}
+using strata::test::threadRanks;
 
 void eachRank(int n, const std::function<void(int)>& body) {
   std::vector<std::thread> threads;
@@ -34,7 +26,7 @@ void eachRank(int n, const std::function<void(int)>& body) {
   for (auto& t : threads) t.join();
 }
 
-/// Sum all-reduce of (rank + 1) on every rank of `c` (of `n` ranks, this one `rank`): expects the sum of `values`.
+/// A sum all-reduce of `mine` (1000 elements) on `c`: every element must come back as `want`.
 void expectSum(strataComm_t c, float mine, float want) {
   std::vector<float> v(1000, mine);
   ASSERT_EQ(strataAllReduce(v.data(), v.data(), v.size(), strataFloat32, strataSum, c, nullptr), strataSuccess)

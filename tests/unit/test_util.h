@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+#include <vector>
+
 #include "strata/strata.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -32,6 +35,20 @@ inline strataComm_t oneRankComm() {
   strataComm_t comm = nullptr;
   EXPECT_EQ(strataCommInitRank(&comm, 1, id, 0), strataSuccess) << strataGetLastError(nullptr);
   return comm;
+}
+
+/// `n` communicators of one job, ranks as threads of this process (creation is collective, so each on its own
+/// thread); every handle is returned to the caller's thread.
+inline std::vector<strataComm_t> threadRanks(int n) {
+  strataUniqueId id;
+  EXPECT_EQ(strataGetUniqueId(&id), strataSuccess);
+  std::vector<strataComm_t> comms(static_cast<size_t>(n), nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back(
+        [&, r] { EXPECT_EQ(strataCommInitRank(&comms[static_cast<size_t>(r)], n, id, r), strataSuccess); });
+  for (auto& t : threads) t.join();
+  return comms;
 }
 
 }  // namespace strata::test
