@@ -74,7 +74,7 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
   std::array<void*, kBuffersPerColl> buffers{};
   buffers[kBufSend] = const_cast<void*>(call.sendbuff);
   buffers[kBufRecv] = call.recvbuff;
-  if (eff.preScales(call.dtype) && call.sendbuff) {
+  if (eff.preScale && call.sendbuff) {
     // Pre-multiplied inputs go through a private copy: the user's send buffer stays untouched.
     size_t sendElems = 0, recvElems = 0;
     callBufferElems(call, nranks_, rank_, &sendElems, &recvElems);

@@ -18,8 +18,7 @@ struct EffectiveOp {
   double preMul = 1.0;    // float types
   int64_t preMulInt = 1;  // integer types: multiplied in the type (PreMulSum), wrapping
   uint64_t postDiv = 1;
-  /// Whether inputs are pre-multiplied for `dtype`.
-  bool preScales(strataDataType_t dtype) const { return dtypeIsFloat(dtype) ? preMul != 1.0 : preMulInt != 1; }
+  bool preScale = false;  // inputs are pre-multiplied (by preMul or preMulInt, as the dtype is float or not)
 };
 
 class RedOpTable {
@@ -44,12 +43,14 @@ class RedOpTable {
     if (op == strataAvg) {
       if (dtypeIsFloat(dtype)) eff.preMul = 1.0 / nranks;
       else eff.postDiv = static_cast<uint64_t>(nranks);
+      eff.preScale = eff.preMul != 1.0;
     } else if (static_cast<int>(op) < strataNumOps) {
       eff.kind = static_cast<ReduceKind>(op);
     } else {
       const PreMulSum p = preMulSum(static_cast<int>(op));
       if (dtypeIsFloat(dtype)) eff.preMul = p.scalar;
       else eff.preMulInt = p.intScalar;
+      eff.preScale = eff.preMul != 1.0 || eff.preMulInt != 1;
     }
     return eff;
   }

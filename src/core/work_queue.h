@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/call.h"
@@ -67,13 +68,7 @@ class WorkQueue {
   template <typename F>
   void runExclusive(F&& f) {
     failure_.throwIfFailed();
-    {
-      std::unique_lock<std::mutex> lk(mutex_);
-      waitIdle(lk, [&] { return items_.empty() && !busy_; });
-      busy_ = true;
-    }
-    Release release{this};
-    f();
+    runQuiesced(std::forward<F>(f));
   }
 
   /// Runs `f` once no call runs and none is queued, failed or not (shrink: after a failure, work ends at once).
