@@ -51,9 +51,17 @@ if [[ $mode == smoke ]]; then
   for t in $TARGETS; do
     echo "=== fuzz_$t: corpus fuzz/corpus/$t, then ${secs}s of new inputs"
     mkdir -p "$build/corpus/$t"
+    log=$build/fuzz_$t.log
+    rc=0
     "$build/fuzz_$t" -max_total_time="$secs" -timeout=20 -max_len=8192 -print_final_stats=1 \
-      -artifact_prefix="$build/" "$build/corpus/$t" "fuzz/corpus/$t" 2>&1 | grep -E "^#|Done|stat::number_of_executed_units|ERROR|SUMMARY" | tail -4
-    [[ ${PIPESTATUS[0]} == 0 ]] || { echo "fuzz_$t failed: see $build/crash-* (reproduce: $build/fuzz_$t FILE)"; exit 1; }
+      -artifact_prefix="$build/" "$build/corpus/$t" "fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
+    if [[ $rc != 0 ]]; then
+      # the whole report: the sanitizer's or the harness's message and the stack say what failed
+      grep -v -E "^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse|INITED)" "$log" | tail -60
+      echo "fuzz_$t failed (exit $rc): see $build/crash-* (reproduce: $build/fuzz_$t FILE); full log $log"
+      exit 1
+    fi
+    grep -E "Done|stat::number_of_executed_units" "$log"
   done
 else
   mkdir -p "$build/corpus/$name"
