@@ -17,6 +17,75 @@ def test_backend_collectives():
     assert out.count("torch backend ok") == 3, out
 
 
+def test_native_backend():
+    out = launch(3, "torch_native", timeout=300)
+    assert out.count("torch native ok") == 3, out
+
+
+def _stream_backend():
+    """A one-rank ProcessGroupStrata whose tensors take the device path through the recording stream model
+    (RecordingDeviceStreams): the order of stream operations a GPU would see, checked without one."""
+    import datetime
+
+    import torch.distributed as dist
+    import strata.torch  # noqa: F401
+    from strata import _strata_torch
+
+    return _strata_torch._stream_test_backend(dist.HashStore(), 0, 1, datetime.timedelta(seconds=60))
+
+
+def _after(log, *lines):
+    """The lines appear in the log in this order (others may come between)."""
+    pos = 0
+    for line in lines:
+        assert line in log[pos:], f"{line!r} missing after position {pos} of {log}"
+        pos = log.index(line, pos) + 1
+
+
+def test_stream_order_of_a_collective():
+    import torch
+    import torch.distributed as dist
+
+    t = _stream_backend()
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3).t()  # non-contiguous: staged and copied back
+    work = t.backend.allreduce([x], dist.AllreduceOptions())
+    t.note("-- returned")
+    log = t.log()
+    # The comm stream waits for the caller's stream, the collective and the allocator records are on the comm
+    # stream, the end event comes after them, and nothing waits on the caller's side before wait().
+    _after(log, "record e1 on caller", "comm waits e1", "current stream comm", "strata:all_reduce on comm",
+           "recordStream 6 elements on comm", "record e2 on comm", "-- returned")
+    assert sum(line.startswith("recordStream") for line in log) == 2, log  # the tensor and its staged copy
+    assert not any(line.startswith("caller waits") for line in log), log
+    work.wait()
+    assert t.log()[len(log):] == ["caller waits e2"], t.log()
+    work.synchronize()
+    assert t.log()[-1] == "caller waits e2"
+    assert work.is_completed() and t.log()[-1] == "query e2"
+    assert torch.equal(x, torch.arange(6, dtype=torch.float32).reshape(2, 3).t())  # one rank: the sum is itself
+    assert torch.equal(work.get_future().wait()[0], x)
+
+
+def test_stream_order_of_a_coalesced_group():
+    import torch
+    import torch.distributed as dist
+
+    t = _stream_backend()
+    a, b = torch.ones(4), torch.ones(8)
+    t.backend._start_coalescing()
+    t.backend.allreduce([a], dist.AllreduceOptions())
+    t.backend.allreduce([b], dist.AllreduceOptions())
+    work = t.backend._end_coalescing()
+    log = t.log()
+    # One wait for the caller's stream before the group, one end event after it.
+    assert log.count("comm waits e1") == 1 and sum(line.startswith("record ") for line in log) == 2, log
+    _after(log, "record e1 on caller", "comm waits e1", "strata:all_reduce on comm", "strata:all_reduce on comm",
+           "record e2 on comm")
+    work.wait()
+    assert t.log()[-1] == "caller waits e2"
+    assert [x.numel() for x in work.result()] == [4, 8]
+
+
 @pytest.fixture(scope="module")
 def ddp_runs(tmp_path_factory):
     """20 DDP steps of examples/ddp_train.py's model from one seed on 2 ranks: over gloo, over "strata", and

@@ -645,6 +645,97 @@ def torch_backend():
     return 0
 
 
+def torch_native():
+    """What the C++ backend (ProcessGroupStrata) adds to the Python one: its type, Works that complete on
+    their own, coalescing (batch_isend_irecv as one group), all_gather_coalesced, split_group, sequence numbers,
+    monitored_barrier, a group's timeout, and clear refusals."""
+    import datetime
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    import strata.torch
+
+    dist.init_process_group("strata")
+    r, n = dist.get_rank(), dist.get_world_size()
+    fails = []
+
+    def expect(name, ok, detail=""):
+        if not ok:
+            fails.append(f"{name} {detail}")
+
+    pg = dist.distributed_c10d._get_default_group()
+    backend = pg._get_backend(torch.device("cpu"))
+    expect("backend type", type(backend).__name__ == "ProcessGroupStrata", type(backend).__name__)
+    expect("supports coalescing/splitting", backend.supports_coalescing and backend.supports_splitting)
+
+    t = torch.ones(1 << 18)
+    w = dist.all_reduce(t, async_op=True)
+    deadline = time.time() + 60
+    while not w.is_completed() and time.time() < deadline:
+        time.sleep(0.001)
+    expect("is_completed without wait", w.is_completed())
+    expect("async all_reduce result", bool((t == n).all()))
+
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((3,), float(r)), (r + 1) % n),
+                                   dist.P2POp(dist.irecv, ring := torch.empty(3), (r - 1) % n)])
+    expect("batch_isend_irecv is one group", len(reqs) == 1, f"{len(reqs)} works")
+    for q in reqs:
+        q.wait()
+    expect("batch_isend_irecv ring", torch.equal(ring, torch.full((3,), float((r - 1) % n))), ring.tolist())
+
+    outs = [[torch.empty(2), torch.empty(3)] for _ in range(n)]
+    dist.all_gather_coalesced(outs, [torch.full((2,), float(r)), torch.full((3,), float(-r))])
+    expect("all_gather_coalesced", all(torch.equal(outs[k][0], torch.full((2,), float(k))) and
+                                       torch.equal(outs[k][1], torch.full((3,), float(-k)))
+                                       for k in range(n)), outs)
+
+    seqs = [torch.zeros(1, dtype=torch.int64) for _ in range(n)]
+    seq = pg._get_sequence_number_for_group()
+    dist.all_gather(seqs, torch.tensor([seq]))
+    expect("sequence numbers agree", len({int(x) for x in seqs}) == 1 and seq > 0, [int(x) for x in seqs])
+
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+    try:
+        dist.recv(torch.empty(1))
+        fails.append("recv from any source returned")
+    except Exception as e:
+        expect("recv any source names the limit", "any source" in str(e), str(e))
+
+    sub = dist.split_group(split_ranks=[list(range(n - 1)), [n - 1]])
+    expect("split_group membership", sub is not None)
+    s = torch.tensor([float(r + 1)])
+    dist.all_reduce(s, group=sub)
+    want = float(sum(range(1, n))) if r < n - 1 else float(n)
+    expect("split_group all_reduce", s.item() == want, f"{s.item()} != {want}")
+
+    # A rank missing from monitored_barrier is named; a group's timeout is Strata's deadline, said as torch says it.
+    if r != n - 1:
+        try:
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=2), wait_all_ranks=True)
+            fails.append("monitored_barrier without the last rank passed")
+        except Exception as e:
+            if r == 0:
+                expect("monitored_barrier names the missing rank", f"Rank {n - 1} failed to pass" in str(e), str(e))
+    short = dist.new_group(list(range(n)), timeout=datetime.timedelta(seconds=2))
+    if r != 0:
+        try:
+            dist.barrier(group=short)
+            fails.append("barrier without rank 0 passed")
+        except Exception as e:
+            expect("timeout says Timed out", " Timed out" in str(e) and "rank 0" in str(e), str(e)[:300])
+        dist.distributed_c10d._get_default_store().set(f"timed_out_{r}", "1")
+    else:
+        # Rank 0 hosts the groups' bootstrap roots: it stays until the others have seen their timeouts.
+        dist.distributed_c10d._get_default_store().wait([f"timed_out_{k}" for k in range(1, n)])
+    if fails:
+        print(f"rank {r}: {len(fails)} checks failed:\n  " + "\n  ".join(map(str, fails)), file=sys.stderr)
+        return 1
+    print(f"rank {r}: torch native ok")
+    os._exit(0)  # the short group's barrier is still open on rank 0's side: leave without a teardown
+
+
 def _load_example():
     import importlib.util
 
