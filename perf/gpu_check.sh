@@ -62,7 +62,7 @@ else
   status=1
 fi
 # The NCCL drop-in and its nccl.h test program exist when configure found an nccl.h.
-for t in strata_nccl strata_nccl_api_test; do
+for t in strata_nccl strata_nccl_api_test strata_python; do
   grep -q "/$t.dir\$" "$BUILD"/CMakeFiles/TargetDirectories.txt 2>/dev/null && targets+=("$t")
 done
 stamp "build ${targets[*]}"
@@ -107,23 +107,9 @@ run_test coll_n4_twoshot 60 env STRATA_GPU_ONESHOT_BYTES=0 "$BIN/strata-run" -n 
 run_test coll_n2_staged 60 env STRATA_GPU_DIRECT_BYTES=0 STRATA_GPU_STAGE_CHUNK_BYTES=65536 "$BIN/strata-run" -n 2 --timeout 55 -- \
   $COLL --counts 7,70001,1048579 --colls allreduce
 
-# The NCCL drop-in (build/strata-nccl/libnccl.so.2): tests/nccl's program written against nccl.h alone, then torch.
-DROPIN=$BUILD/strata-nccl/libnccl.so.2
-if [[ -e $DROPIN ]]; then
-  stamp "NCCL drop-in"
-  if [[ -x $BIN/strata_nccl_api_test ]]; then
-    api_args=()
-    if "$BIN/strata_nccl_api_test" --help 2>&1 | grep -q -- "--device"; then
-      api_args+=(--device)
-    else
-      echo "  (strata_nccl_api_test has no --device option: it runs on host buffers)"
-    fi
-    run_test nccl_api_n2 90 "$BIN/strata-run" -n 2 --timeout 85 -- "$BIN/strata_nccl_api_test" "${api_args[@]}"
-  fi
-  # torch's ProcessGroupNCCL on the drop-in: 2 processes on the one GPU (the real NCCL refuses that), a few DDP
-  # steps; the same run on gloo must end with the same loss.
-  if timeout 60 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    cat > "$OUT/ddp_dropin.py" <<'PY'
+# A few DDP steps of a small model on 2 processes sharing the one GPU, for any backend (ddp_dropin.py).
+write_ddp_script() {
+  cat > "$OUT/ddp_dropin.py" <<'PY'
 # A few DDP steps of a small model, 2 ranks on one GPU; rank 0 prints the final loss (averaged over the ranks)
 # and whether the parameters are equal on every rank. usage: torchrun --nproc-per-node 2 ddp_dropin.py BACKEND STEPS
 import sys
@@ -132,6 +118,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 backend, steps = sys.argv[1], int(sys.argv[2])
+if backend == "strata":
+    import strata.torch  # noqa: F401  (ProcessGroupStrata, from PYTHONPATH=$BUILD/python)
 device = torch.device("cuda:0")  # every rank on the one GPU
 torch.cuda.set_device(device)
 dist.init_process_group(backend)
@@ -163,6 +151,25 @@ if rank == 0:
     print("PARAMS_EQUAL %s" % same)
 dist.destroy_process_group()
 PY
+}
+
+# The NCCL drop-in (build/strata-nccl/libnccl.so.2): tests/nccl's program written against nccl.h alone, then torch.
+DROPIN=$BUILD/strata-nccl/libnccl.so.2
+if [[ -e $DROPIN ]]; then
+  stamp "NCCL drop-in"
+  if [[ -x $BIN/strata_nccl_api_test ]]; then
+    api_args=()
+    if "$BIN/strata_nccl_api_test" --help 2>&1 | grep -q -- "--device"; then
+      api_args+=(--device)
+    else
+      echo "  (strata_nccl_api_test has no --device option: it runs on host buffers)"
+    fi
+    run_test nccl_api_n2 90 "$BIN/strata-run" -n 2 --timeout 85 -- "$BIN/strata_nccl_api_test" "${api_args[@]}"
+  fi
+  # torch's ProcessGroupNCCL on the drop-in: 2 processes on the one GPU (the real NCCL refuses that), a few DDP
+  # steps; the same run on gloo must end with the same loss.
+  if timeout 60 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    write_ddp_script
     # No barrier in the script: ProcessGroupNCCL's barrier picks GPU `rank`, which one GPU does not have.
     run_test ddp_dropin_nccl 120 env NCCL_DEBUG=VERSION LD_PRELOAD="$DROPIN" timeout 115 python3 -m torch.distributed.run \
       --standalone --nproc-per-node 2 "$OUT/ddp_dropin.py" nccl 20
@@ -193,6 +200,32 @@ PY
   fi
 else
   echo "(no NCCL drop-in in $BUILD: no nccl.h found at configure; its steps are skipped)"
+fi
+# The C++ torch backend (ProcessGroupStrata, strata._strata_torch) on CUDA tensors: its stream model on a real
+# device (communication stream, events, caching allocator), the same DDP steps ending with gloo's loss.
+if compgen -G "$BUILD/python/strata/_strata_torch*.so" >/dev/null &&
+  timeout 60 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  stamp "torch backend (ProcessGroupStrata) on CUDA"
+  write_ddp_script
+  run_test ddp_strata_cuda 120 env PYTHONPATH="$BUILD/python" timeout 115 python3 -m torch.distributed.run \
+    --standalone --nproc-per-node 2 "$OUT/ddp_dropin.py" strata 20
+  [[ -f $OUT/test_ddp_gloo.log ]] || run_test ddp_gloo 120 timeout 115 python3 -m torch.distributed.run \
+    --standalone --nproc-per-node 2 "$OUT/ddp_dropin.py" gloo 20
+  python3 - "$OUT" <<'PY' || status=1
+import json, os, re, sys
+out = sys.argv[1]
+def loss(name):
+    path = os.path.join(out, "test_%s.log" % name)
+    m = re.search(r"^FINAL_LOSS (\S+)$", open(path).read(), re.M) if os.path.exists(path) else None
+    return float(m.group(1)) if m else None
+a, b = loss("ddp_strata_cuda"), loss("ddp_gloo")
+r = {"strata_cuda": a, "gloo": b, "passed": a is not None and b is not None and abs(a - b) <= 1e-5 * max(1.0, abs(b))}
+json.dump(r, open(os.path.join(out, "ddp_strata_cuda.json"), "w"), indent=2)
+print("  DDP final loss: strata (CUDA tensors) %s, gloo %s: %s" % (a, b, "equal" if r["passed"] else "DIFFERENT"))
+sys.exit(0 if r["passed"] else 1)
+PY
+else
+  echo "(no torch backend extension in $BUILD/python, or no torch with CUDA: ProcessGroupStrata on CUDA not run)"
 fi
 (IFS=,; echo "[${results[*]}]") > "$OUT/tests.json"
 

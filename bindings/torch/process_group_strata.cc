@@ -74,9 +74,11 @@ const char* opName(c10d::ReduceOp::RedOpType op) {
 
 std::string resultText(strataResult_t result, const std::string& what, const char* detail) {
   std::string msg = (what.rfind("strata:", 0) == 0 ? what : "strata: " + what) + " failed: ";
-  // torch's tests and tools look for "Timed out" in a timeout's message (as gloo's and NCCL's say it).
-  if (result == strataTimeout) msg += "Timed out: ";
-  msg += (detail && *detail) ? detail : strataGetErrorString(result);
+  // torch's tests and tools look for "Timed out" in a timeout's message (as gloo's and NCCL's say it), also
+  // where this rank heard of a peer's timeout (a remote error whose cause timed out).
+  const std::string text = (detail && *detail) ? detail : strataGetErrorString(result);
+  if (result == strataTimeout || text.find("timed out") != std::string::npos) msg += "Timed out: ";
+  msg += text;
   return msg + " (" + strataGetErrorString(result) + ")";
 }
 
@@ -536,10 +538,55 @@ std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& list
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allreduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::AllreduceOptions& opts) {
   requireOne(tensors, "all_reduce");
-  TORCH_CHECK(!tensors[0].is_sparse(),
-              "strata: all_reduce of sparse tensors is not served (Strata reduces dense "
-              "buffers); use a dense tensor");
+  if (tensors[0].is_sparse()) return allreduceSparse(tensors[0], opts);
   return allreduce_coalesced(tensors, c10d::AllreduceCoalescedOptions{opts});
+}
+
+at::Tensor ProcessGroupStrata::gatherFromAll(const at::Tensor& t) {
+  const at::Tensor in = t.contiguous();
+  std::vector<int64_t> shape{size_};
+  shape.insert(shape.end(), in.sizes().begin(), in.sizes().end());
+  at::Tensor out = at::empty(shape, in.options());
+  const Wire a = wireOf(in, false, "all_reduce (sparse)"), b = wireOf(out, false, "all_reduce (sparse)");
+  check(strataAllGather(a.data, b.data, a.count, a.dtype, comm_, nullptr), "all_reduce (sparse)");
+  return out;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allreduceSparse(at::Tensor& tensor,
+                                                                   const c10d::AllreduceOptions& opts) {
+  // As gloo does it: every rank's indices and values are gathered (padded to the largest count) and summed
+  // locally into a coalesced result, which replaces the tensor. Blocking; the Work is complete on return.
+  TORCH_CHECK(opts.reduceOp.op_ == c10d::ReduceOp::SUM, "strata: all_reduce of sparse tensors serves SUM only, not ",
+              opName(opts.reduceOp.op_));
+  TORCH_CHECK(tensor.is_cpu(), "strata: all_reduce of sparse tensors serves CPU tensors only");
+  TORCH_CHECK(comm_ != nullptr, "strata: all_reduce on a process group that was shut down or aborted");
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    seq = ++seq_;
+  }
+  const at::Tensor input = tensor.coalesce();
+  const at::Tensor indices = input._indices(), values = input._values();
+  const int64_t nnz = input._nnz();
+  const at::Tensor counts = gatherFromAll(at::full({1}, nnz, at::kLong));
+  const int64_t most = counts.max().item<int64_t>();
+  at::Tensor paddedIndices = at::zeros({indices.size(0), most}, indices.options());
+  std::vector<int64_t> valueShape{most};
+  valueShape.insert(valueShape.end(), values.sizes().begin() + 1, values.sizes().end());
+  at::Tensor paddedValues = at::zeros(valueShape, values.options());
+  paddedIndices.narrow(1, 0, nnz).copy_(indices);
+  paddedValues.narrow(0, 0, nnz).copy_(values);
+  const at::Tensor allIndices = gatherFromAll(paddedIndices), allValues = gatherFromAll(paddedValues);
+  at::Tensor sum = at::zeros(input.sizes(), input.options());
+  for (int r = 0; r < size_; ++r) {
+    const int64_t n = counts[r][0].item<int64_t>();
+    sum = sum + at::sparse_coo_tensor(allIndices[r].narrow(1, 0, n), allValues[r].narrow(0, 0, n), input.sizes());
+  }
+  tensor.copy_(sum.coalesce());
+  auto work = c10::make_intrusive<StrataWork>(rank_, c10d::OpType::ALLREDUCE, seq, "strata:all_reduce_sparse",
+                                              std::vector<at::Tensor>{tensor}, std::vector<c10::Device>{});
+  work->complete(nullptr);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allreduce_coalesced(std::vector<at::Tensor>& tensors,

@@ -138,6 +138,9 @@ class ProcessGroupStrata : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> runDevice(c10d::OpType opType, const char* name, std::vector<at::Tensor> outputs,
                                            const std::vector<at::Tensor>& tensors,
                                            const std::function<void(Call&)>& issue);
+  c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& tensor, const c10d::AllreduceOptions& opts);
+  /// Blocking all-gather of a host tensor: [group size, *t.shape].
+  at::Tensor gatherFromAll(const at::Tensor& t);
   bool usesDevicePath(const std::vector<at::Tensor>& tensors) const;
   DeviceStreams& streamsFor(const c10::Device& device);
   [[noreturn]] void throwResult(strataResult_t result, const std::string& what) const;

@@ -35,4 +35,19 @@ assert (x == expect).all(), (x[:4], expect)
 print(f"rank {comm.rank}/{comm.size}: all_reduce OK")
 PY
 "$work/venv/bin/python" -m strata.run -n 2 --timeout 120 "$work/ar.py"
+# With torch present at build time, the wheel carries the C++ torch.distributed backend.
+if "$work/venv/bin/python" -c "import torch" 2>/dev/null; then
+  cat > "$work/tdist.py" <<'PY'
+import torch, torch.distributed as dist, strata.torch
+assert strata.torch.backend_kind() == "c++", "the installed strata.torch has no C++ backend"
+dist.init_process_group("strata")
+t = torch.full((4,), float(dist.get_rank() + 1))
+dist.all_reduce(t)
+backend = type(dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))).__name__
+assert backend == "ProcessGroupStrata" and t.tolist() == [3.0] * 4, (backend, t)
+print(f"rank {dist.get_rank()}: torch.distributed over {backend} OK")
+dist.destroy_process_group()
+PY
+  "$work/venv/bin/python" -m strata.run -n 2 --timeout 120 "$work/tdist.py"
+fi
 echo PASS

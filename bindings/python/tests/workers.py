@@ -691,6 +691,13 @@ def torch_native():
                                        torch.equal(outs[k][1], torch.full((3,), float(-k)))
                                        for k in range(n)), outs)
 
+    # Sparse all_reduce (SUM), as gloo serves it: rank k holds ones at rows 0..k.
+    sp = torch.sparse_coo_tensor(torch.arange(r + 1).reshape(1, -1), torch.ones(r + 1, 2), (n, 2))
+    dist.all_reduce(sp)
+    want_sp = sum(torch.sparse_coo_tensor(torch.arange(k + 1).reshape(1, -1), torch.ones(k + 1, 2), (n, 2))
+                  .to_dense() for k in range(n))
+    expect("sparse all_reduce", sp.is_sparse and torch.equal(sp.to_dense(), want_sp), sp)
+
     seqs = [torch.zeros(1, dtype=torch.int64) for _ in range(n)]
     seq = pg._get_sequence_number_for_group()
     dist.all_gather(seqs, torch.tensor([seq]))
