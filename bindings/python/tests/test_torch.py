@@ -22,6 +22,11 @@ def test_native_backend():
     assert out.count("torch native ok") == 3, out
 
 
+def test_fsdp2_matches_gloo():
+    out = launch(2, "fsdp2_compare", timeout=300)
+    assert out.count("equal at every step: True") == 2, out
+
+
 def _stream_backend():
     """A one-rank ProcessGroupStrata whose tensors take the device path through the recording stream model
     (RecordingDeviceStreams): the order of stream operations a GPU would see, checked without one."""

@@ -743,6 +743,47 @@ def torch_native():
     os._exit(0)  # the short group's barrier is still open on rank 0's side: leave without a teardown
 
 
+def fsdp2_compare():
+    """FSDP2 (fully_shard, per layer and the whole model) on CPU from one seed, over gloo and over "strata":
+    the same loss at every step (FSDP2's all_gather_into_tensor and reduce_scatter_tensor)."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    import strata.torch  # noqa: F401
+
+    def train(backend):
+        dist.init_process_group(backend)
+        r, n = dist.get_rank(), dist.get_world_size()
+        mesh = init_device_mesh("cpu", (n,))
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4))
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        gen = torch.Generator().manual_seed(100 + r)
+        losses = []
+        for _ in range(10):
+            loss = model(torch.randn(8, 16, generator=gen)).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            mean = loss.detach().clone()
+            dist.all_reduce(mean)
+            losses.append(mean.item() / n)
+        dist.destroy_process_group()
+        return losses
+
+    gloo, strata_losses = train("gloo"), train("strata")
+    same = all(abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(gloo, strata_losses))
+    print(f"FSDP2 losses gloo {gloo[-1]:.9f} strata {strata_losses[-1]:.9f} equal at every step: {same}")
+    return 0 if same and gloo[-1] < gloo[0] else 1
+
+
 def _load_example():
     import importlib.util
 
