@@ -880,24 +880,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall(std::vector<at::Tens
   });
 }
 
+void ProcessGroupStrata::requireRootList(const std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& like,
+                                         int root, const char* what, const char* which) const {
+  TORCH_CHECK(root >= 0 && root < size_, "strata: ", what, ": root rank ", root, " is outside the group of ", size_);
+  if (rank_ != root) {
+    TORCH_CHECK(lists.empty() || (lists.size() == 1 && lists[0].empty()), "strata: ", what, ": only the root passes ",
+                which, " tensors");
+    return;
+  }
+  TORCH_CHECK(lists.size() == 1 && static_cast<int>(lists[0].size()) == size_, "strata: ", what, ": the root takes ",
+              size_, " ", which, " tensors (one per rank)");
+  for (const auto& t : lists[0]) {
+    requireSameType(t, like, what);
+    TORCH_CHECK(t.numel() == like.numel(), "strata: ", what, ": an ", which, " of ", t.numel(),
+                " elements where the other side has ", like.numel());
+  }
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::GatherOptions& opts) {
   requireOne(inputs, "gather");
   const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < size_, "strata: gather: root rank ", root, " is outside the group of ", size_);
-  if (rank_ == root) {
-    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_, "strata: gather: the root takes ",
-                size_, " output tensors (one per rank)");
-    for (const auto& t : outputs[0]) {
-      requireSameType(t, inputs[0], "gather");
-      TORCH_CHECK(t.numel() == inputs[0].numel(), "strata: gather: an output of ", t.numel(),
-                  " elements for an input of ", inputs[0].numel());
-    }
-  } else {
-    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
-                "strata: gather: only the root passes output tensors");
-  }
+  requireRootList(outputs, inputs[0], root, "gather", "output");
   std::vector<at::Tensor> all = flatten(outputs);
   std::vector<at::Tensor> touched = all;
   touched.push_back(inputs[0]);
@@ -925,19 +930,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::scatter(std::vector<at::Tenso
                                                            const c10d::ScatterOptions& opts) {
   requireOne(outputs, "scatter");
   const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < size_, "strata: scatter: root rank ", root, " is outside the group of ", size_);
-  if (rank_ == root) {
-    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "strata: scatter: the root takes ",
-                size_, " input tensors (one per rank)");
-    for (const auto& t : inputs[0]) {
-      requireSameType(t, outputs[0], "scatter");
-      TORCH_CHECK(t.numel() == outputs[0].numel(), "strata: scatter: an input of ", t.numel(),
-                  " elements for an output of ", outputs[0].numel());
-    }
-  } else {
-    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
-                "strata: scatter: only the root passes input tensors");
-  }
+  requireRootList(inputs, outputs[0], root, "scatter", "input");
   std::vector<at::Tensor> touched = flatten(inputs);
   touched.push_back(outputs[0]);
   return run(c10d::OpType::SCATTER, "strata:scatter", outputs, touched, [&](Call& c) {

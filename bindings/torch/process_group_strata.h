@@ -146,6 +146,10 @@ class ProcessGroupStrata : public c10d::Backend {
   [[noreturn]] void throwResult(strataResult_t result, const std::string& what) const;
   void check(strataResult_t result, const char* what) const;
   int globalRank() const;
+  /// gather's outputs and scatter's inputs: on the root one list of a tensor per rank shaped like `like`, none
+  /// elsewhere.
+  void requireRootList(const std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& like, int root,
+                       const char* what, const char* which) const;
 
   strataComm_t comm_ = nullptr;
   c10::intrusive_ptr<c10d::Store> store_;

@@ -710,6 +710,21 @@ def torch_native():
     except Exception as e:
         expect("recv any source names the limit", "any source" in str(e), str(e))
 
+    # Bad input is refused before anything runs, with what was wrong (and the group still works after).
+    for name, call, words in (
+            ("short all_gather output", lambda: dist.all_gather_into_tensor(torch.empty(n * 2 - 1), torch.ones(2)),
+             "group size"),
+            ("int16 reduction", lambda: dist.all_reduce(torch.ones(2, dtype=torch.int16)), "cannot reduce dtype"),
+            ("bitwise op", lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32), op=dist.ReduceOp.BXOR), "BXOR")):
+        try:
+            call()
+            fails.append(f"{name} was not refused")
+        except Exception as e:
+            expect(f"{name} refused naming it", words in str(e), str(e)[:200])
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    expect("a call after refusals", bool((t == n).all()), t)
+
     sub = dist.split_group(split_ranks=[list(range(n - 1)), [n - 1]])
     expect("split_group membership", sub is not None)
     s = torch.tensor([float(r + 1)])
