@@ -14,8 +14,9 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev
 )
 # module[:pip name]. nanobind and scikit-build-core build the Python package (bindings/python); torch is
-# for its torch.distributed backend and DDP tests (PyPI's wheel, with its CUDA libraries: about 5 GB).
-PIP_PACKAGES=(numpy pytest matplotlib nanobind scikit_build_core:scikit-build-core torch)
+# for its torch.distributed backend and DDP tests (PyPI's wheel, with its CUDA libraries: about 5 GB); expecttest
+# is imported by torch's own test helpers, which tests/torch/ runs against the backend.
+PIP_PACKAGES=(numpy pytest matplotlib nanobind scikit_build_core:scikit-build-core torch expecttest)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
