@@ -77,7 +77,9 @@ std::string resultText(strataResult_t result, const std::string& what, const cha
   // torch's tests and tools look for "Timed out" in a timeout's message (as gloo's and NCCL's say it), also
   // where this rank heard of a peer's timeout (a remote error whose cause timed out).
   const std::string text = (detail && *detail) ? detail : strataGetErrorString(result);
-  if (result == strataTimeout || text.find("timed out") != std::string::npos) msg += "Timed out: ";
+  if (result == strataTimeout || text.find("timed out") != std::string::npos) {
+    msg += "Timed out (the group's timeout, STRATA_TIMEOUT_MS): ";
+  }
   msg += text;
   return msg + " (" + strataGetErrorString(result) + ")";
 }
@@ -983,19 +985,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::barrier(const c10d::BarrierOp
 }
 
 void ProcessGroupStrata::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
-  // Through the group's store, as torch expects it: rank 0 waits for every other rank to check in within the
-  // timeout and names the ranks that did not; the others wait for rank 0's release.
+  // Through the group's store, as gloo's behaves: every other rank checks in and waits for rank 0's verdict;
+  // rank 0 waits for each within the timeout, names the first rank missing (or all, with waitAllRanks), and
+  // tells the others, which then fail at once instead of at their own timeout.
   const std::chrono::milliseconds timeout = opts.timeout == c10d::kUnsetTimeout ? options_->timeout : opts.timeout;
   const std::string prefix = "strata/monitored_barrier/" + std::to_string(++monitoredBarriers_) + "/";
+  const std::string verdictKey = prefix + "verdict";
   if (rank_ != 0) {
     store_->set(prefix + std::to_string(rank_), std::vector<uint8_t>{1});
-    store_->wait({prefix + "release"}, timeout);
+    const std::string reached = "Rank " + std::to_string(rank_) +
+                                " successfully reached monitoredBarrier, but received errors while waiting for "
+                                "send/recv from rank 0. Please check rank 0 logs for faulty rank.";
+    try {
+      store_->wait({verdictKey}, timeout);
+    } catch (const c10::Error&) {
+      TORCH_CHECK(false, reached, " (no word from rank 0 within ", timeout.count(), " ms)");
+    }
+    const std::vector<uint8_t> verdict = store_->get(verdictKey);
+    TORCH_CHECK(verdict.size() == 1 && verdict[0] == 1, reached);
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<int> missing;
   for (int r = 1; r < size_; ++r) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 && !waitAllRanks) {
+      store_->set(verdictKey, std::vector<uint8_t>{0});
+      TORCH_CHECK(false, "[Rank 0]: Rank 0 timed out in monitoredBarrier after ", timeout.count(), " ms");
+    }
     try {
       store_->wait({prefix + std::to_string(r)}, std::max(left, std::chrono::milliseconds(1)));
     } catch (const c10::Error&) {
@@ -1004,12 +1022,13 @@ void ProcessGroupStrata::monitoredBarrier(const c10d::BarrierOptions& opts, bool
     }
   }
   if (!missing.empty()) {
+    store_->set(verdictKey, std::vector<uint8_t>{0});
     std::string names;
     for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
     TORCH_CHECK(false, "[Rank 0]: ", missing.size() == 1 ? "Rank " : "Ranks ", names,
                 " failed to pass monitoredBarrier in ", timeout.count(), " ms");
   }
-  store_->set(prefix + "release", std::vector<uint8_t>{1});
+  store_->set(verdictKey, std::vector<uint8_t>{1});
 }
 
 // ---- new communicators ----------------------------------------------------------------------------------------
