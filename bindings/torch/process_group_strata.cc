@@ -311,7 +311,7 @@ DeviceStreams& ProcessGroupStrata::streamsFor(const c10::Device& device) {
   return *streams_;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType opType, const char* name,
+c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType opType, const char* name, bool asyncOp,
                                                        std::vector<at::Tensor> outputs,
                                                        const std::vector<at::Tensor>& tensors,
                                                        const std::function<void(Call&)>& issue) {
@@ -332,6 +332,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType opType, cons
   call->comm = comm_;
   auto work = c10::make_intrusive<StrataWork>(rank_, opType, seq, name, std::move(outputs), std::vector<c10::Device>{});
   check(strataGroupStart(), name);
+  if (!asyncOp) {
+    // A blocking torch call (async_op=False) runs here, on the caller's thread, as the C API runs it: no hand-off
+    // to the completion thread and back. The Work is complete on return.
+    try {
+      issue(*call);
+    } catch (...) {
+      strataGroupEnd();
+      call->destroyOps();
+      throw;
+    }
+    const strataResult_t r = strataGroupEnd();
+    call->destroyOps();
+    if (r != strataSuccess) throwResult(r, name);
+    for (auto& copyBack : call->post) copyBack();
+    work->complete(nullptr);
+    return work;
+  }
   strataWork_t handle = nullptr;
   try {
     issue(*call);
@@ -597,7 +614,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allreduce_coalesced(std::vect
     TORCH_CHECK(!t.is_sparse(), "strata: all_reduce of sparse tensors is not served; use a dense tensor");
   }
   const auto opType = tensors.size() == 1 ? c10d::OpType::ALLREDUCE : c10d::OpType::ALLREDUCE_COALESCED;
-  return run(opType, "strata:all_reduce", tensors, tensors, [&](Call& c) {
+  return run(opType, "strata:all_reduce", opts.asyncOp, tensors, tensors, [&](Call& c) {
     for (const auto& t : tensors) {
       const Wire w = c.write(t, true, "all_reduce");
       const strataRedOp_t op = c.op(opts.reduceOp, t.scalar_type(), "all_reduce");
@@ -612,7 +629,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::broadcast(std::vector<at::Ten
   TORCH_CHECK(opts.rootTensor == 0, "strata: broadcast: rootTensor must be 0 (one tensor per rank)");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "strata: broadcast: root rank ", opts.rootRank,
               " is outside the group of ", size_);
-  return run(c10d::OpType::BROADCAST, "strata:broadcast", tensors, tensors, [&](Call& c) {
+  return run(c10d::OpType::BROADCAST, "strata:broadcast", opts.asyncOp, tensors, tensors, [&](Call& c) {
     const Wire w = c.write(tensors[0], false, "broadcast");
     check(strataBroadcast(w.data, w.data, w.count, w.dtype, static_cast<int>(opts.rootRank), comm_, c.stream),
           "broadcast");
@@ -624,7 +641,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::reduce(std::vector<at::Tensor
   requireOne(tensors, "reduce");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "strata: reduce: root rank ", opts.rootRank,
               " is outside the group of ", size_);
-  return run(c10d::OpType::REDUCE, "strata:reduce", tensors, tensors, [&](Call& c) {
+  return run(c10d::OpType::REDUCE, "strata:reduce", opts.asyncOp, tensors, tensors, [&](Call& c) {
     const at::Tensor& t = tensors[0];
     const Wire w = c.write(t, true, "reduce");
     const strataRedOp_t op = c.op(opts.reduceOp, t.scalar_type(), "reduce");
@@ -645,7 +662,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allgather(std::vector<std::ve
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                        std::vector<at::Tensor>& inputs,
-                                                                       const c10d::AllgatherOptions&) {
+                                                                       const c10d::AllgatherOptions& opts) {
   // outputs[r][i] receives rank r's inputs[i].
   TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "strata: all_gather: ", outputs.size(),
               " output lists for a group of ", size_);
@@ -661,7 +678,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allgather_coalesced(std::vect
   std::vector<at::Tensor> all = flatten(outputs);
   std::vector<at::Tensor> touched = all;
   touched.insert(touched.end(), inputs.begin(), inputs.end());
-  return run(c10d::OpType::ALLGATHER, "strata:all_gather", all, touched, [&](Call& c) {
+  return run(c10d::OpType::ALLGATHER, "strata:all_gather", opts.asyncOp, all, touched, [&](Call& c) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Wire in = c.read(inputs[i], false, "all_gather");
       // Gathered into one buffer, then each rank's block copied to its own output tensor.
@@ -697,7 +714,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allgather_into_tensor_coalesc
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
                                                                                std::vector<at::Tensor>& inputs,
-                                                                               const c10d::AllgatherOptions&) {
+                                                                               const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(outputs.size() == inputs.size(), "strata: all_gather_into_tensor: ", outputs.size(), " outputs for ",
               inputs.size(), " inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -708,13 +725,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::all_gather_single_coalesced(s
   }
   std::vector<at::Tensor> touched = outputs;
   touched.insert(touched.end(), inputs.begin(), inputs.end());
-  return run(c10d::OpType::_ALLGATHER_BASE, "strata:all_gather_into_tensor", outputs, touched, [&](Call& c) {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const Wire in = c.read(inputs[i], false, "all_gather_into_tensor");
-      const Wire out = c.write(outputs[i], false, "all_gather_into_tensor");
-      check(strataAllGather(in.data, out.data, in.count, in.dtype, comm_, c.stream), "all_gather_into_tensor");
-    }
-  });
+  return run(
+      c10d::OpType::_ALLGATHER_BASE, "strata:all_gather_into_tensor", opts.asyncOp, outputs, touched, [&](Call& c) {
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          const Wire in = c.read(inputs[i], false, "all_gather_into_tensor");
+          const Wire out = c.write(outputs[i], false, "all_gather_into_tensor");
+          check(strataAllGather(in.data, out.data, in.count, in.dtype, comm_, c.stream), "all_gather_into_tensor");
+        }
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -731,7 +749,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::reduce_scatter(std::vector<at
   }
   std::vector<at::Tensor> touched = flatten(inputs);
   touched.push_back(out);
-  return run(c10d::OpType::REDUCE_SCATTER, "strata:reduce_scatter", outputs, touched, [&](Call& c) {
+  return run(c10d::OpType::REDUCE_SCATTER, "strata:reduce_scatter", opts.asyncOp, outputs, touched, [&](Call& c) {
     std::vector<at::Tensor> parts;
     for (const auto& t : inputs[0]) parts.push_back(t.reshape({-1}));
     at::Tensor flat = at::cat(parts);
@@ -771,14 +789,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::reduce_scatter_single_coalesc
   }
   std::vector<at::Tensor> touched = outputs;
   touched.insert(touched.end(), inputs.begin(), inputs.end());
-  return run(c10d::OpType::_REDUCE_SCATTER_BASE, "strata:reduce_scatter_tensor", outputs, touched, [&](Call& c) {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const Wire in = c.read(inputs[i], true, "reduce_scatter_tensor");
-      const Wire out = c.write(outputs[i], true, "reduce_scatter_tensor");
-      const strataRedOp_t op = c.op(opts.reduceOp, outputs[i].scalar_type(), "reduce_scatter_tensor");
-      check(strataReduceScatter(in.data, out.data, out.count, out.dtype, op, comm_, c.stream), "reduce_scatter_tensor");
-    }
-  });
+  return run(c10d::OpType::_REDUCE_SCATTER_BASE, "strata:reduce_scatter_tensor", opts.asyncOp, outputs, touched,
+             [&](Call& c) {
+               for (size_t i = 0; i < inputs.size(); ++i) {
+                 const Wire in = c.read(inputs[i], true, "reduce_scatter_tensor");
+                 const Wire out = c.write(outputs[i], true, "reduce_scatter_tensor");
+                 const strataRedOp_t op = c.op(opts.reduceOp, outputs[i].scalar_type(), "reduce_scatter_tensor");
+                 check(strataReduceScatter(in.data, out.data, out.count, out.dtype, op, comm_, c.stream),
+                       "reduce_scatter_tensor");
+               }
+             });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -791,14 +811,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall_base(at::Tensor& out
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::all_to_all_single(at::Tensor& output, at::Tensor& input,
                                                                      std::vector<int64_t>& outputSplitSizes,
                                                                      std::vector<int64_t>& inputSplitSizes,
-                                                                     const c10d::AllToAllOptions&) {
+                                                                     const c10d::AllToAllOptions& opts) {
   requireSameType(output, input, "all_to_all_single");
   std::vector<at::Tensor> outputs{output}, touched{output, input};
   if (outputSplitSizes.empty() && inputSplitSizes.empty()) {
     TORCH_CHECK(input.numel() == output.numel() && input.numel() % size_ == 0, "strata: all_to_all_single: input (",
                 input.numel(), " elements) and output (", output.numel(),
                 ") must be equal and divisible by the group size ", size_);
-    return run(c10d::OpType::ALLTOALL_BASE, "strata:all_to_all_single", outputs, touched, [&](Call& c) {
+    return run(c10d::OpType::ALLTOALL_BASE, "strata:all_to_all_single", opts.asyncOp, outputs, touched, [&](Call& c) {
       const Wire in = c.read(input, false, "all_to_all_single");
       const Wire out = c.write(output, false, "all_to_all_single");
       check(strataAllToAll(in.data, out.data, in.count / size_, in.dtype, comm_, c.stream), "all_to_all_single");
@@ -822,7 +842,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::all_to_all_single(at::Tensor&
   };
   const std::vector<int64_t> ins = splits(inputSplitSizes, input, "input");
   const std::vector<int64_t> outs = splits(outputSplitSizes, output, "output");
-  return run(c10d::OpType::ALLTOALL_BASE, "strata:all_to_all_single", outputs, touched, [&](Call& c) {
+  return run(c10d::OpType::ALLTOALL_BASE, "strata:all_to_all_single", opts.asyncOp, outputs, touched, [&](Call& c) {
     const Wire in = c.read(input, false, "all_to_all_single");
     const Wire out = c.write(output, false, "all_to_all_single");
     // Units per row: elements, or bytes where the dtype travels as bytes.
@@ -857,7 +877,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::all_to_all_single(at::Tensor&
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall(std::vector<at::Tensor>& outputs,
                                                             std::vector<at::Tensor>& inputs,
-                                                            const c10d::AllToAllOptions&) {
+                                                            const c10d::AllToAllOptions& opts) {
   TORCH_CHECK(static_cast<int>(outputs.size()) == size_ && static_cast<int>(inputs.size()) == size_,
               "strata: all_to_all takes ", size_, " input and output tensors (one per rank), got ", inputs.size(),
               " and ", outputs.size());
@@ -868,7 +888,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::alltoall(std::vector<at::Tens
               inputs[rank_].numel(), " elements but expects ", outputs[rank_].numel());
   std::vector<at::Tensor> touched = outputs;
   touched.insert(touched.end(), inputs.begin(), inputs.end());
-  return run(c10d::OpType::ALLTOALL, "strata:all_to_all", outputs, touched, [&](Call& c) {
+  return run(c10d::OpType::ALLTOALL, "strata:all_to_all", opts.asyncOp, outputs, touched, [&](Call& c) {
     for (int j = 0; j < size_; ++j) {
       const Wire in = c.read(inputs[j], false, "all_to_all");
       const Wire out = c.write(outputs[j], false, "all_to_all");
@@ -908,7 +928,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::gather(std::vector<std::vecto
   std::vector<at::Tensor> all = flatten(outputs);
   std::vector<at::Tensor> touched = all;
   touched.push_back(inputs[0]);
-  return run(c10d::OpType::GATHER, "strata:gather", all, touched, [&](Call& c) {
+  return run(c10d::OpType::GATHER, "strata:gather", opts.asyncOp, all, touched, [&](Call& c) {
     const Wire in = c.read(inputs[0], false, "gather");
     if (rank_ != root) {
       if (in.count) check(strataSend(in.data, in.count, in.dtype, root, comm_, c.stream), "send");
@@ -935,7 +955,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::scatter(std::vector<at::Tenso
   requireRootList(inputs, outputs[0], root, "scatter", "input");
   std::vector<at::Tensor> touched = flatten(inputs);
   touched.push_back(outputs[0]);
-  return run(c10d::OpType::SCATTER, "strata:scatter", outputs, touched, [&](Call& c) {
+  return run(c10d::OpType::SCATTER, "strata:scatter", opts.asyncOp, outputs, touched, [&](Call& c) {
     if (rank_ != root) {
       const Wire out = c.write(outputs[0], false, "scatter");
       if (out.count) check(strataRecv(out.data, out.count, out.dtype, root, comm_, c.stream), "recv");
@@ -957,7 +977,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::send(std::vector<at::Tensor>&
   requireOne(tensors, "send");
   TORCH_CHECK(dstRank >= 0 && dstRank < size_ && dstRank != rank_, "strata: send: destination rank ", dstRank,
               " is not another rank of the group of ", size_);
-  return run(c10d::OpType::SEND, "strata:send", tensors, tensors, [&](Call& c) {
+  return run(c10d::OpType::SEND, "strata:send", true, tensors, tensors, [&](Call& c) {
     const Wire in = c.read(tensors[0], false, "send");
     check(strataSend(in.data, in.count, in.dtype, dstRank, comm_, c.stream), "send");
   });
@@ -967,7 +987,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::recv(std::vector<at::Tensor>&
   requireOne(tensors, "recv");
   TORCH_CHECK(srcRank >= 0 && srcRank < size_ && srcRank != rank_, "strata: recv: source rank ", srcRank,
               " is not another rank of the group of ", size_);
-  return run(c10d::OpType::RECV, "strata:recv", tensors, tensors, [&](Call& c) {
+  return run(c10d::OpType::RECV, "strata:recv", true, tensors, tensors, [&](Call& c) {
     const Wire out = c.write(tensors[0], false, "recv");
     check(strataRecv(out.data, out.count, out.dtype, srcRank, comm_, c.stream), "recv");
   });
@@ -979,8 +999,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::recvAnysource(std::vector<at:
               "NCCL's); pass src");
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::barrier(const c10d::BarrierOptions&) {
-  return run(c10d::OpType::BARRIER, "strata:barrier", {}, {},
+c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::barrier(const c10d::BarrierOptions& opts) {
+  return run(c10d::OpType::BARRIER, "strata:barrier", opts.asyncOp, {}, {},
              [&](Call&) { check(strataBarrier(comm_, nullptr), "barrier"); });
 }
 

@@ -132,9 +132,11 @@ class ProcessGroupStrata : public c10d::Backend {
 
   void startCompletionThread();
   void completionLoop();
-  /// Runs `issue` (which makes Strata calls) as one group, or into the open coalesced group.
-  c10::intrusive_ptr<c10d::Work> run(c10d::OpType opType, const char* name, std::vector<at::Tensor> outputs,
-                                     const std::vector<at::Tensor>& tensors, const std::function<void(Call&)>& issue);
+  /// Runs `issue` (which makes Strata calls) as one group, or into the open coalesced group; a host group of a
+  /// blocking call (asyncOp false) runs on the caller's thread.
+  c10::intrusive_ptr<c10d::Work> run(c10d::OpType opType, const char* name, bool asyncOp,
+                                     std::vector<at::Tensor> outputs, const std::vector<at::Tensor>& tensors,
+                                     const std::function<void(Call&)>& issue);
   c10::intrusive_ptr<c10d::Work> runDevice(c10d::OpType opType, const char* name, std::vector<at::Tensor> outputs,
                                            const std::vector<at::Tensor>& tensors,
                                            const std::function<void(Call&)>& issue);
