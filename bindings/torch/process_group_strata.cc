@@ -294,6 +294,11 @@ uint64_t ProcessGroupStrata::getSequenceNumberForGroup() {
   return seq_;
 }
 
+uint64_t ProcessGroupStrata::nextSequenceNumber() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ++seq_;
+}
+
 int ProcessGroupStrata::globalRank() const {
   const auto& global = options_->global_ranks_in_group;
   return global.empty() ? rank_ : static_cast<int>(global.at(rank_));
@@ -317,11 +322,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType opType, cons
                                                        const std::function<void(Call&)>& issue) {
   TORCH_CHECK(comm_ != nullptr, "strata: ", name, " on a process group that was shut down or aborted");
   if (usesDevicePath(tensors)) return runDevice(opType, name, std::move(outputs), tensors, issue);
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    seq = ++seq_;
-  }
+  const uint64_t seq = nextSequenceNumber();
   if (coalesced_) {
     TORCH_CHECK(!coalescedOnDevice_, "strata: ", name, ": a coalesced group mixes host and device tensors");
     issue(*coalesced_);
@@ -332,16 +333,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType opType, cons
   call->comm = comm_;
   auto work = c10::make_intrusive<StrataWork>(rank_, opType, seq, name, std::move(outputs), std::vector<c10::Device>{});
   check(strataGroupStart(), name);
+  try {
+    issue(*call);
+  } catch (...) {
+    // End the group (the calls recorded so far still run, as NCCL's group would), then report.
+    strataGroupEnd();
+    call->destroyOps();
+    throw;
+  }
   if (!asyncOp) {
     // A blocking torch call (async_op=False) runs here, on the caller's thread, as the C API runs it: no hand-off
     // to the completion thread and back. The Work is complete on return.
-    try {
-      issue(*call);
-    } catch (...) {
-      strataGroupEnd();
-      call->destroyOps();
-      throw;
-    }
     const strataResult_t r = strataGroupEnd();
     call->destroyOps();
     if (r != strataSuccess) throwResult(r, name);
@@ -349,18 +351,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType opType, cons
     work->complete(nullptr);
     return work;
   }
+  endHostGroup(work, std::move(call), name);
+  return work;
+}
+
+void ProcessGroupStrata::endHostGroup(const c10::intrusive_ptr<StrataWork>& work, std::shared_ptr<Call> call,
+                                      const char* name) {
   strataWork_t handle = nullptr;
-  try {
-    issue(*call);
-  } catch (...) {
-    // End the group (the calls recorded so far still run, as NCCL's group would), then report.
-    if (strataGroupEndAsync(&handle) == strataSuccess) {
-      strataWorkWait(handle, -1);
-      strataWorkFree(handle);
-    }
-    call->destroyOps();
-    throw;
-  }
   const strataResult_t r = strataGroupEndAsync(&handle);
   if (r != strataSuccess) {
     call->destroyOps();
@@ -376,7 +373,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType opType, cons
     pending_.push_back(std::move(launch));
   }
   cv_.notify_all();
-  return work;
 }
 
 void ProcessGroupStrata::completionLoop() {
@@ -422,11 +418,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::runDevice(c10d::OpType opType
   DeviceStreams& streams = streamsFor(device);
   auto* recording = dynamic_cast<RecordingDeviceStreams*>(&streams);
   const c10::Stream commStream = streams.comm(device);
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    seq = ++seq_;
-  }
+  const uint64_t seq = nextSequenceNumber();
 
   std::shared_ptr<Call> call = coalesced_;
   const bool firstOfGroup = !call || !coalescedOnDevice_;
@@ -462,6 +454,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::runDevice(c10d::OpType opType
     for (auto& copyBack : call->post) copyBack();
     for (const auto& t : call->keep) streams.recordTensor(t, commStream);
   }
+  return deviceWork(opType, seq, name, std::move(outputs), streams, device, commStream);
+}
+
+c10::intrusive_ptr<StrataWork> ProcessGroupStrata::deviceWork(c10d::OpType opType, uint64_t seq, const char* name,
+                                                              std::vector<at::Tensor> outputs, DeviceStreams& streams,
+                                                              const c10::Device& device,
+                                                              const c10::Stream& commStream) {
   std::vector<c10::Device> futureDevices;
   if (!device.is_cpu()) futureDevices.push_back(device);
   auto work = c10::make_intrusive<StrataWork>(rank_, opType, seq, name, std::move(outputs), futureDevices);
@@ -507,29 +506,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::endCoalescing() {
       for (auto& copyBack : call->post) copyBack();
       for (const auto& t : call->keep) streams.recordTensor(t, commStream);
     }
-    std::vector<c10::Device> futureDevices;
-    if (!device.is_cpu()) futureDevices.push_back(device);
-    auto deviceWork = c10::make_intrusive<StrataWork>(rank_, c10d::OpType::COALESCED, work->getSequencenumber(),
-                                                      "strata:coalesced", outputs, futureDevices);
-    deviceWork->completeOnStream(streams.record(commStream), &streams, device, commStream);
-    return deviceWork;
+    return deviceWork(c10d::OpType::COALESCED, work->getSequencenumber(), "strata:coalesced", outputs, streams, device,
+                      commStream);
   }
-  strataWork_t handle = nullptr;
-  const strataResult_t r = strataGroupEndAsync(&handle);
-  if (r != strataSuccess) {
-    call->destroyOps();
-    throwResult(r, "endCoalescing");
-  }
-  auto launch = std::make_shared<Launch>();
-  launch->handle = handle;
-  launch->work = work;
-  launch->call = std::move(call);
-  launch->name = "coalesced calls";
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    pending_.push_back(std::move(launch));
-  }
-  cv_.notify_all();
+  endHostGroup(work, std::move(call), "coalesced calls");
   return work;
 }
 
@@ -579,11 +559,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::allreduceSparse(at::Tensor& t
               opName(opts.reduceOp.op_));
   TORCH_CHECK(tensor.is_cpu(), "strata: all_reduce of sparse tensors serves CPU tensors only");
   TORCH_CHECK(comm_ != nullptr, "strata: all_reduce on a process group that was shut down or aborted");
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    seq = ++seq_;
-  }
+  const uint64_t seq = nextSequenceNumber();
   const at::Tensor input = tensor.coalesce();
   const at::Tensor indices = input._indices(), values = input._values();
   const int64_t nnz = input._nnz();

@@ -143,6 +143,13 @@ class ProcessGroupStrata : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& tensor, const c10d::AllreduceOptions& opts);
   /// Blocking all-gather of a host tensor: [group size, *t.shape].
   at::Tensor gatherFromAll(const at::Tensor& t);
+  /// Ends the open host group (strataGroupEndAsync) and hands it to the completion thread, which completes `work`.
+  void endHostGroup(const c10::intrusive_ptr<StrataWork>& work, std::shared_ptr<Call> call, const char* name);
+  /// The Work of device calls just enqueued on `commStream`: complete in stream order, at its end event.
+  c10::intrusive_ptr<StrataWork> deviceWork(c10d::OpType opType, uint64_t seq, const char* name,
+                                            std::vector<at::Tensor> outputs, DeviceStreams& streams,
+                                            const c10::Device& device, const c10::Stream& commStream);
+  uint64_t nextSequenceNumber();
   bool usesDevicePath(const std::vector<at::Tensor>& tensors) const;
   DeviceStreams& streamsFor(const c10::Device& device);
   [[noreturn]] void throwResult(strataResult_t result, const std::string& what) const;
