@@ -6,7 +6,9 @@
                                              steps; MODEL is "example" (examples/ddp_train.py's MLP, batch 32)
                                              or "mlp25m" (25.2 M parameters, batch 32)
 
-BACKEND is gloo or strata (the C++ ProcessGroupStrata; STRATA_TORCH_BACKEND=python selects the Python one).
+BACKEND is gloo or strata (the C++ ProcessGroupStrata; STRATA_TORCH_BACKEND=python selects the Python one), or
+fake: torch's own FakeProcessGroup, a backend whose calls do nothing (one process, no launcher needed), so its
+latency is the floor of torch's Python and dispatcher layers that every backend's dist.all_reduce pays.
 Rank 0 prints one line: "RESULT <mode> <backend> <figure>".
 """
 import statistics
@@ -66,7 +68,11 @@ def main():
     if backend == "strata":
         import strata.torch  # noqa: F401
     torch.set_num_threads(1)  # two ranks share two cores
-    dist.init_process_group(backend)
+    if backend == "fake":
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    else:
+        dist.init_process_group(backend)
     figure = latency(int(sys.argv[3])) if mode == "latency" else ddp(sys.argv[3], int(sys.argv[4]))
     if dist.get_rank() == 0:
         print(f"RESULT {mode} {backend} {figure:.3f}", flush=True)

@@ -20,14 +20,14 @@ for ((i = 1; i <= launches; ++i)); do
     $run python3 perf/torch_backend.py ddp $backend mlp25m 10 | sed 's/RESULT ddp/RESULT ddp-mlp25m/' | grep RESULT >>"$results"
   done
   # One rank: no peer to wait for, so the time is the per-call cost of torch's dispatch and the backend itself.
-  for backend in gloo strata; do
+  for backend in gloo strata fake; do
     "$build/bin/strata-run" -n 1 --timeout 600 -- python3 perf/torch_backend.py latency $backend 5000 |
       sed 's/RESULT latency/RESULT latency-1rank/' | grep RESULT >>"$results"
   done
   # strata-perf's row for 8 B: the out-of-place time column (us) is the 6th field.
   $run "$build/bin/strata-perf" allreduce -b 8 -e 8 -n 2000 -w 200 -c 0 |
     awk '$1 == 8 { print "RESULT latency c-api " $6 }' >>"$results"
-  tail -n 9 "$results" | sed "s/^RESULT/launch $i:/"
+  tail -n 10 "$results" | sed "s/^RESULT/launch $i:/"
 done
 
 python3 - "$results" <<'PY'
@@ -45,4 +45,7 @@ for what, unit in (("latency", "us"), ("latency-1rank", "us"), ("ddp-example", "
     c = med.get((what, "c-api"))
     extra = f"{c:.2f} us (strata / C API {s / c:.2f})" if c else ""
     print(f"| {what} ({unit}) | {g:.2f} | {s:.2f} | {s / g:.2f} | {extra} |")
+floor, capi = med[("latency-1rank", "fake")], med[("latency", "c-api")]
+print(f"\ntorch's floor (FakeProcessGroup, calls that do nothing, 1 process): {floor:.2f} us per dist.all_reduce; "
+      f"2x the C API is {2 * capi:.2f} us")
 PY

@@ -27,10 +27,11 @@ SRC_LAYERS = {
     "topology": ("topology/", "bootstrap/", "util/"),
     "transport": ("transport/", "bootstrap/", "util/"),
     "collectives": ("collectives/", "topology/", "kernels/", "util/"),
-    "core": ("core/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/", "util/"),
+    "device": ("device/", "collectives/", "kernels/", "util/"),
+    "core": ("core/", "device/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/", "util/"),
     "overlap": HEADER_HELPERS,
     # The NCCL drop-in (libnccl.so.2): above every layer, it may use any of them.
-    "nccl": ("nccl/", "core/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/", "util/"),
+    "nccl": ("nccl/", "core/", "device/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/", "util/"),
 }
 
 # Everything outside src/ that ships or measures uses the public API only, except these files, each for the

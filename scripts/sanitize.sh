@@ -38,13 +38,13 @@ case "$kind" in
     export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0
     export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp:print_suppressions=0
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-    targets="strata_unit_tests strata-run strata_coll_test strata_fault_test"
+    targets="strata_unit_tests strata_device_cpu_tests strata-run strata_coll_test strata_fault_test"
     ;;
   tsan)
     cc=gcc cxx=g++  # clang 14 lacks C++20 aggregate deduction (util/config.cc)
     flags="-fsanitize=thread -fno-omit-frame-pointer"
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-    targets="strata_unit_tests"
+    targets="strata_unit_tests strata_device_cpu_tests"
     ;;
   *) echo "sanitize.sh: unknown job '$kind' (asan or tsan)" >&2; exit 2 ;;
 esac
@@ -59,6 +59,9 @@ cmake --build "$build" -j "$jobs" --target $targets
 echo "sanitize.sh $kind: built in $(( $(date +%s) - start )) s"
 
 unit=$build/bin/strata_unit_tests
+# The device protocol on CPU threads and forked processes (tests/device_cpu), every test, 10,000 random calls:
+# under TSan this is the protocol's race check (its ranks share one mapping, so TSan sees every address).
+"$build/bin/strata_device_cpu_tests" --gtest_brief=1
 if [[ $kind == asan ]]; then
   "$unit" --gtest_brief=1
   (cd "$build" && ctest --output-on-failure --timeout 900 -R "$ASAN_CTESTS")

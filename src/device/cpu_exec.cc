@@ -1,0 +1,114 @@
+#include "device/cpu_exec.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "device/host_policy.h"
+#include "device/proto.h"
+#include "util/error.h"
+
+namespace strata {
+
+using devproto::ConnCtrl;
+using devproto::Failure;
+
+// Per rank: abort word, stop word, failure record, then send and receive steps for every peer.
+struct CpuDeviceWorld::RankBlock {
+  alignas(128) uint32_t abort;
+  alignas(128) uint32_t stop;
+  alignas(128) Failure failure;
+  alignas(128) uint64_t steps[1];  // 2 * nranks: send steps, then receive steps
+};
+
+CpuDeviceWorld::CpuDeviceWorld(int nranks, const devproto::ProtoConfig& cfg) : nranks_(nranks), cfg_(cfg) {
+  if (nranks < 1) throw InvalidArgument("device world: nranks " + std::to_string(nranks));
+  if (cfg.pieceBytes == 0 || cfg.pieceBytes % 16 || cfg.llMaxBytes % 16 || cfg.llMaxBytes > cfg.pieceBytes ||
+      cfg.nslots == 0)
+    throw InvalidArgument(
+        "device world: pieceBytes must be a positive multiple of 16, llMaxBytes a multiple of 16 "
+        "at most pieceBytes, nslots positive");
+  connBytes_ = devproto::connMemBytes(cfg);
+  rankBytes_ = (offsetof(RankBlock, steps) + 2 * sizeof(uint64_t) * static_cast<size_t>(nranks) + 127) / 128 * 128;
+  const size_t n = static_cast<size_t>(nranks);
+  bytes_ = n * n * connBytes_ + n * rankBytes_;
+  void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) STRATA_THROW_SYS("device world: mmap of " + std::to_string(bytes_) + " bytes");
+  base_ = static_cast<char*>(p);  // zero-filled: every head, tail, step, flag and word starts at 0
+}
+
+CpuDeviceWorld::~CpuDeviceWorld() { munmap(base_, bytes_); }
+
+void* CpuDeviceWorld::connMem(int from, int to) const {
+  return base_ + (static_cast<size_t>(to) * static_cast<size_t>(nranks_) + static_cast<size_t>(from)) * connBytes_;
+}
+
+CpuDeviceWorld::RankBlock* CpuDeviceWorld::block(int r) const {
+  const size_t n = static_cast<size_t>(nranks_);
+  return reinterpret_cast<RankBlock*>(base_ + n * n * connBytes_ + static_cast<size_t>(r) * rankBytes_);
+}
+
+uint64_t* CpuDeviceWorld::sendSteps(int r) const { return block(r)->steps; }
+uint64_t* CpuDeviceWorld::recvSteps(int r) const { return block(r)->steps + nranks_; }
+uint32_t* CpuDeviceWorld::abortWord(int r) const { return &block(r)->abort; }
+uint32_t* CpuDeviceWorld::stopWord(int r) const { return &block(r)->stop; }
+Failure* CpuDeviceWorld::failure(int r) const { return &block(r)->failure; }
+
+uint32_t runRankOnCpu(CpuDeviceWorld& world, int rank, const DevPlan& plan, const CpuCall& call) {
+  if (plan.nranks != world.nranks() || plan.rank != rank)
+    throw InvalidArgument("device plan of rank " + std::to_string(plan.rank) + "/" + std::to_string(plan.nranks) +
+                          " run as rank " + std::to_string(rank) + "/" + std::to_string(world.nranks()));
+  const int n = world.nranks();
+  std::vector<void*> recvMem(static_cast<size_t>(n)), sendMem(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) {
+    recvMem[static_cast<size_t>(p)] = world.connMem(p, rank);
+    sendMem[static_cast<size_t>(p)] = world.connMem(rank, p);
+  }
+  // A new call: nothing failed yet. (The previous call's lanes have all returned.)
+  devproto::HostPolicy::storeRelaxed(world.stopWord(rank), 0u);
+  *world.failure(rank) = Failure{};
+  const uint64_t deadline = call.timeoutNs ? devproto::HostPolicy::nowNs() + call.timeoutNs : 0;
+
+  const int lanes = plan.lanes();
+  std::vector<devproto::LaneArgs> args(static_cast<size_t>(lanes));
+  for (int l = 0; l < lanes; ++l) {
+    devproto::LaneArgs& a = args[static_cast<size_t>(l)];
+    a.ops = plan.ops.data() + plan.laneBegin[static_cast<size_t>(l)];
+    a.nops = plan.laneBegin[static_cast<size_t>(l) + 1] - plan.laneBegin[static_cast<size_t>(l)];
+    a.lane = l;
+    for (int b = 0; b < 3; ++b) a.bufs[b] = call.bufs[b];
+    a.recvMem = recvMem.data();
+    a.sendMem = sendMem.data();
+    a.sendStep = world.sendSteps(rank);
+    a.recvStep = world.recvSteps(rank);
+    a.cfg = world.config();
+    a.dtype = call.dtype;
+    a.op = call.op;
+    a.preMul = call.preMul;
+    a.preMulInt = call.preMulInt;
+    a.abortWord = world.abortWord(rank);
+    a.stopWord = world.stopWord(rank);
+    a.deadlineNs = deadline;
+    a.failure = world.failure(rank);
+  }
+  const devproto::HostPolicy policy;
+  std::vector<uint32_t> codes(static_cast<size_t>(lanes), 0);
+  if (lanes == 1) {
+    codes[0] = devproto::runLane(policy, args[0]);
+  } else {
+    std::vector<std::thread> threads;
+    for (int l = 0; l < lanes; ++l)
+      threads.emplace_back(
+          [&, l] { codes[static_cast<size_t>(l)] = devproto::runLane(policy, args[static_cast<size_t>(l)]); });
+    for (auto& t : threads) t.join();
+  }
+  for (uint32_t c : codes)
+    if (c != devproto::kFailNone) return devproto::HostPolicy::loadRelaxed(&world.failure(rank)->code);
+  return devproto::kFailNone;
+}
+
+}  // namespace strata

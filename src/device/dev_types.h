@@ -1,0 +1,101 @@
+// The plain types of the device protocol (device/proto.h), shared by the host code that lowers plans and lays out
+// memory and by the templates that run them: no templates, no CUDA.
+#pragma once
+
+#include <cstdint>
+
+#include "collectives/plan.h"
+#include "kernels/reduce_kind.h"
+#include "strata/strata.h"
+
+#if defined(__CUDACC__)
+#define STRATA_HD_INLINE __host__ __device__ __forceinline__
+#else
+#define STRATA_HD_INLINE inline
+#endif
+
+namespace strata::devproto {
+
+/// Sizes both ends agree on (the set-up exchange checks that every rank has the same). An op of at most
+/// llMaxBytes goes as one LL piece; a larger one in Simple pieces of pieceBytes. llMaxBytes <= pieceBytes, so an op
+/// takes as many slots under either protocol (one per pieceBytes or part), and the plans' rule that no rank runs more
+/// than nslots pieces ahead of its peer holds for both. Both sizes are multiples of 16.
+struct ProtoConfig {
+  uint32_t pieceBytes = 128 * 1024;  // Simple: bytes per slot
+  uint32_t nslots = 8;               // slots per connection direction (both protocols)
+  uint32_t llMaxBytes = 16 * 1024;   // LL: data bytes per slot (the slot holds twice that in lines)
+};
+
+/// Bytes of one ConnMem for `cfg` (a multiple of 128 when the sizes are multiples of 16 and nslots is even, at
+/// least 16-byte aligned otherwise).
+STRATA_HD_INLINE uint64_t connMemBytes(const ProtoConfig& cfg) {
+  return 256 + static_cast<uint64_t>(cfg.nslots) * (cfg.pieceBytes + 2ull * cfg.llMaxBytes);
+}
+
+/// The receiver-held memory of one direction of one connection; `simple` and `ll` follow the header.
+struct alignas(128) ConnCtrl {
+  uint64_t head;
+  char pad0[120];
+  uint64_t tail;
+  char pad1[120];
+};
+static_assert(sizeof(ConnCtrl) == 256, "ConnCtrl is two 128-byte lines");
+
+STRATA_HD_INLINE ConnCtrl* connCtrl(void* mem) { return static_cast<ConnCtrl*>(mem); }
+STRATA_HD_INLINE char* simpleSlot(void* mem, const ProtoConfig& cfg, uint64_t step) {
+  return static_cast<char*>(mem) + 256 + (step % cfg.nslots) * cfg.pieceBytes;
+}
+STRATA_HD_INLINE uint64_t* llSlot(void* mem, const ProtoConfig& cfg, uint64_t step) {
+  char* base = static_cast<char*>(mem) + 256 + static_cast<uint64_t>(cfg.nslots) * cfg.pieceBytes;
+  return reinterpret_cast<uint64_t*>(base + (step % cfg.nslots) * 2ull * cfg.llMaxBytes);
+}
+
+/// Why a lane stopped. Stored in Failure::code; 0 while nothing failed.
+enum FailCode : uint32_t { kFailNone = 0, kFailAborted = 1, kFailTimedOut = 2, kFailBadPlan = 3 };
+
+/// The first failure of a rank's call, written by the lane that saw it (compare-and-swap on code).
+struct Failure {
+  uint32_t code;  // FailCode
+  int32_t lane;
+  int32_t op;           // index of the op in its lane
+  int32_t peer;         // the peer the lane was waiting for (-1: none)
+  uint32_t waitingFor;  // 0 sender slot (tail), 1 Simple data (head), 2 LL data
+  uint32_t pad;
+};
+
+/// One op of a lowered plan: the plan IR's Op with offsets in elements, peers as connection indices.
+struct DevOp {
+  uint8_t kind;    // OpKind
+  uint8_t srcBuf;  // kBufSend / kBufRecv / kBufScratch
+  uint8_t dstBuf;
+  uint8_t pad;
+  int32_t recvPeer;  // -1: none
+  int32_t sendPeer;
+  uint32_t pad2;
+  uint64_t srcOff;  // elements
+  uint64_t dstOff;
+  uint64_t count;  // elements
+};
+
+/// What a lane needs: its ops, the rank's buffers and connections, the stop conditions.
+struct LaneArgs {
+  const DevOp* ops;
+  uint32_t nops;
+  int32_t lane;
+  void* bufs[kBuffersPerColl];  // send, recv, scratch of this rank
+  void* const* recvMem;         // [peer]: ConnMem of peer -> me (in my memory)
+  void* const* sendMem;         // [peer]: ConnMem of me -> peer (the peer's, mapped)
+  uint64_t* sendStep;           // [peer]: pieces sent to peer so far (persistent)
+  uint64_t* recvStep;           // [peer]: pieces received from peer so far (persistent)
+  ProtoConfig cfg;
+  strataDataType_t dtype;
+  ReduceKind op;
+  double preMul;              // float types: multiply every element read from the send buffer (1: none)
+  int64_t preMulInt;          // integer types: the same in the type's arithmetic (1: none)
+  const uint32_t* abortWord;  // nonzero: stop (strataCommAbort, a dead peer)
+  uint32_t* stopWord;         // this rank's: a lane that fails sets it so the others stop too
+  uint64_t deadlineNs;        // P::nowNs() past this: time out (0: none)
+  Failure* failure;
+};
+
+}  // namespace strata::devproto

@@ -1,0 +1,62 @@
+// The GPU execution policy of the device protocol (device/proto.h): a lane's group is a thread block; atomics are
+// cuda::atomic_ref at system scope (the memory may be a peer GPU's, mapped by CUDA IPC, or mapped host memory:
+// the abort word); the clock is %globaltimer (ns); waiting backs off with __nanosleep. Include from .cu files.
+#pragma once
+
+#include <cstdint>
+#include <cuda/atomic>
+
+namespace strata::devproto {
+
+struct DevicePolicy {
+  uint32_t* shared;  // one word of the block's shared memory: the leader's verdict
+
+  template <class T>
+  static __device__ T loadAcquire(const T* p) {
+    return cuda::atomic_ref<T, cuda::thread_scope_system>(*const_cast<T*>(p)).load(cuda::memory_order_acquire);
+  }
+  template <class T>
+  static __device__ T loadRelaxed(const T* p) {
+    return cuda::atomic_ref<T, cuda::thread_scope_system>(*const_cast<T*>(p)).load(cuda::memory_order_relaxed);
+  }
+  template <class T>
+  static __device__ void storeRelease(T* p, T v) {
+    cuda::atomic_ref<T, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
+  }
+  template <class T>
+  static __device__ void storeRelaxed(T* p, T v) {
+    cuda::atomic_ref<T, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_relaxed);
+  }
+  static __device__ bool casU32(uint32_t* p, uint32_t expected, uint32_t desired) {
+    return cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*p).compare_exchange_strong(
+        expected, desired, cuda::memory_order_acq_rel);
+  }
+  static __device__ uint32_t fetchAddU32(uint32_t* p, uint32_t v) {
+    return cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*p).fetch_add(v, cuda::memory_order_acq_rel);
+  }
+  static __device__ uint64_t nowNs() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
+
+  __device__ uint32_t tid() const { return threadIdx.x; }
+  __device__ uint32_t nthreads() const { return blockDim.x; }
+  __device__ void sync() const { __syncthreads(); }
+  // The leader's value, seen by every thread of the block.
+  __device__ uint32_t broadcastFailure(uint32_t v) const {
+    if (threadIdx.x == 0) *shared = v;
+    __syncthreads();
+    const uint32_t out = *shared;
+    __syncthreads();
+    return out;
+  }
+  __device__ uint32_t anyFailed(uint32_t v) const { return __syncthreads_or(v != 0) ? 1u : 0u; }
+  // The block's data writes, made visible system-wide before the leader's release of a head.
+  __device__ void fenceSystem() const { __threadfence_system(); }
+  __device__ void backoff(uint32_t spins) const {
+    if (spins > 1024) __nanosleep(spins > 65536 ? 1000 : 100);
+  }
+};
+
+}  // namespace strata::devproto

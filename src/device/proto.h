@@ -1,0 +1,411 @@
+// The device protocol, written once for the GPU and for CPU threads: per-peer FIFOs with the Simple and LL
+// protocols, NCCL-style primitives over them, and the executor that runs a lowered plan's lanes (device/dev_plan.h).
+//
+// Everything here is a template over an execution policy P (device/policy.h: DevicePolicy under nvcc,
+// device/host_policy.h: HostPolicy for CPU threads), so the unit tests run, under ThreadSanitizer, the very code
+// a kernel runs: P supplies the atomics and fences, the clock, the back-off and the thread group of a lane (a
+// thread block on the GPU, one thread on the CPU).
+//
+// Memory (one ConnMem per ordered pair of ranks, held by the receiver and mapped by the sender: CUDA IPC on the
+// GPU, a shared mapping in the CPU tests):
+//   ctrl.head   pieces the sender has posted (Simple; written by the sender, read by the receiver)
+//   ctrl.tail   pieces the receiver has consumed (both protocols; written by the receiver, read by the sender)
+//   simple[s]   nslots slots of pieceBytes
+//   ll[s]       nslots slots of LL lines: 8 bytes each, 4 bytes of data and a 4-byte flag, stored as one 64-bit
+//               word, so a line is never seen half written; flag = low 32 bits of (step + 1)
+// Step counters (pieces sent / received on each connection) live in the rank's own memory and are advanced by
+// the executor, never chosen by the host, so a captured kernel replays correctly.
+//
+// Both ends split each op into pieces the same way (the plan's ops pair up with equal counts) and choose the
+// protocol from the op's byte count the same way (ProtoConfig, which the set-up exchange makes equal on every
+// rank), so neither sizes nor protocols travel.
+//
+// Every wait polls the abort word (set by strataCommAbort or by the host's peer watch), the rank's stop word (set
+// by a lane of this rank that failed) and a deadline; a wait that ends that way records why in the Failure word
+// and the lane returns.
+//
+// Linkage: like util/dtype_codec.h (which this uses), everything is in an unnamed namespace: include this from a
+// .cc/.cu file, never from an inline function with external linkage.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "collectives/plan.h"
+#include "device/dev_types.h"
+#include "kernels/reduce_kind.h"
+#include "strata/strata.h"
+#include "util/dtype_codec.h"
+
+#if defined(__CUDACC__)
+#define STRATA_HD __host__ __device__
+#else
+#define STRATA_HD
+#endif
+
+namespace strata::devproto {
+
+// ---- elements -----------------------------------------------------------------------------------------------
+
+namespace {
+
+template <class T>
+struct Plain {
+  using Storage = T;
+  using Acc = T;
+  static STRATA_HD_INLINE Acc widen(Storage s) { return s; }
+  static STRATA_HD_INLINE Storage narrow(Acc a) { return a; }
+};
+template <class Codec, class S>
+struct Narrow {
+  using Storage = S;
+  using Acc = float;
+  static STRATA_HD_INLINE float widen(Storage s) { return Codec::decode(s); }
+  static STRATA_HD_INLINE Storage narrow(float a) { return static_cast<Storage>(Codec::encode(a)); }
+};
+using HalfElem = Narrow<dtype_codec::Half, uint16_t>;
+using Bf16Elem = Narrow<dtype_codec::Bf16, uint16_t>;
+using E4m3Elem = Narrow<dtype_codec::E4m3, uint8_t>;
+using E5m2Elem = Narrow<dtype_codec::E5m2, uint8_t>;
+
+// The element operator, as the host kernels define it (kernels/reduce_kind.h): integers wrap through the
+// unsigned type; float max/min propagate NaN (x when x is NaN, else the comparison's choice).
+template <ReduceKind K, class A>
+STRATA_HD_INLINE A combine(A x, A y) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    if constexpr (K == ReduceKind::kSum) return static_cast<A>(static_cast<U>(x) + static_cast<U>(y));
+    if constexpr (K == ReduceKind::kProd) return static_cast<A>(static_cast<U>(x) * static_cast<U>(y));
+    if constexpr (K == ReduceKind::kMax) return x > y ? x : y;
+    if constexpr (K == ReduceKind::kMin) return x < y ? x : y;
+  } else {
+#if defined(__CUDA_ARCH__)
+    if constexpr (K == ReduceKind::kSum) {
+      if constexpr (std::is_same_v<A, float>) return __fadd_rn(x, y);
+      else return __dadd_rn(x, y);
+    }
+    if constexpr (K == ReduceKind::kProd) {
+      if constexpr (std::is_same_v<A, float>) return __fmul_rn(x, y);
+      else return __dmul_rn(x, y);
+    }
+#else
+    if constexpr (K == ReduceKind::kSum) return x + y;
+    if constexpr (K == ReduceKind::kProd) return x * y;
+#endif
+    if constexpr (K == ReduceKind::kMax) return (x > y || x != x) ? x : y;
+    if constexpr (K == ReduceKind::kMin) return (x < y || x != x) ? x : y;
+  }
+  return x;
+}
+
+// The pre-multiplication of PreMulSum and float Avg, as the host's scaleBy/multiplyBy: f64 for 64-bit floats, f32
+// for the others; integers multiply in their own type (wrapping).
+template <class E>
+STRATA_HD_INLINE typename E::Storage preScale(typename E::Storage s, const LaneArgs& a) {
+  using Acc = typename E::Acc;
+  if constexpr (std::is_integral_v<Acc>) {
+    using U = std::make_unsigned_t<Acc>;
+    return static_cast<Acc>(static_cast<U>(s) * static_cast<U>(a.preMulInt));
+  } else if constexpr (std::is_same_v<Acc, double>) {
+    return s * a.preMul;
+  } else {
+    return E::narrow(E::widen(s) * static_cast<float>(a.preMul));
+  }
+}
+
+// ---- the policy-generic pieces --------------------------------------------------------------------------------
+
+/// Waits until `ready()`; polls the stop conditions every 64 tries. Returns kFailNone or why it stopped, after
+/// recording it. Only the group's leader calls it for Simple waits; for LL every thread polls its own lines.
+template <class P, class Ready>
+STRATA_HD_INLINE uint32_t waitFor(const P& p, const LaneArgs& a, int op, int peer, uint32_t what, Ready ready) {
+  uint32_t spins = 0;
+  while (!ready()) {
+    if ((++spins & 63) == 0) {
+      uint32_t code = kFailNone;
+      if (P::loadRelaxed(a.abortWord) != 0 || P::loadRelaxed(a.stopWord) != 0) code = kFailAborted;
+      else if (a.deadlineNs != 0 && P::nowNs() > a.deadlineNs) code = kFailTimedOut;
+      if (code != kFailNone) {
+        if (P::casU32(&a.failure->code, kFailNone, code)) {
+          a.failure->lane = a.lane;
+          a.failure->op = op;
+          a.failure->peer = peer;
+          a.failure->waitingFor = what;
+        }
+        P::storeRelaxed(a.stopWord, 1u);
+        return code;
+      }
+    }
+    p.backoff(spins);
+  }
+  return kFailNone;
+}
+
+/// One op of a lane, typed. Simple: the leader waits for the slots, the group moves the data, the leader posts.
+/// LL: every thread waits for its own lines.
+template <class P, class E, ReduceKind K>
+struct OpRunner {
+  using S = typename E::Storage;
+  const P& p;
+  const LaneArgs& a;
+  int opIndex;
+
+  STRATA_HD S* buf(uint8_t b, uint64_t off) const { return static_cast<S*>(a.bufs[b]) + off; }
+  // An element read from a buffer: the send buffer's elements pre-multiplied where the op asks for it.
+  STRATA_HD_INLINE S readSrc(const DevOp& o, uint64_t i) const {
+    const S v = buf(o.srcBuf, o.srcOff)[i];
+    if (o.srcBuf == kBufSend && (a.preMul != 1.0 || a.preMulInt != 1)) return preScale<E>(v, a);
+    return v;
+  }
+  STRATA_HD_INLINE S reduce(S msg, S src) const { return E::narrow(combine<K>(E::widen(msg), E::widen(src))); }
+
+  // The element an op produces from its message element m (if it receives) at index i: what goes to dst and
+  // to the outgoing message.
+  struct Out {
+    S dst, msg;
+  };
+  STRATA_HD_INLINE Out produce(const DevOp& o, S m, uint64_t i) const {
+    switch (static_cast<OpKind>(o.kind)) {
+      case OpKind::kSend: return {S{}, readSrc(o, i)};
+      case OpKind::kRecv: return {m, S{}};
+      case OpKind::kRecvReduce: {
+        const S r = reduce(m, readSrc(o, i));
+        return {r, S{}};
+      }
+      case OpKind::kRecvReduceSend: return {S{}, reduce(m, readSrc(o, i))};
+      case OpKind::kRecvReduceCopySend: {
+        const S r = reduce(m, readSrc(o, i));
+        return {r, r};
+      }
+      case OpKind::kRecvCopySend: return {m, m};
+      case OpKind::kCopySend: {
+        const S v = readSrc(o, i);
+        return {v, v};
+      }
+      default: return {S{}, S{}};
+    }
+  }
+
+  static STRATA_HD_INLINE bool writesDst(OpKind k) {
+    return k == OpKind::kRecv || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceCopySend ||
+           k == OpKind::kRecvCopySend || k == OpKind::kCopySend;
+  }
+
+  // ---- local ops ----
+  STRATA_HD uint32_t local(const DevOp& o) const {
+    S* dst = buf(o.dstBuf, o.dstOff);
+    if (static_cast<OpKind>(o.kind) == OpKind::kCopy) {
+      const S* src = buf(o.srcBuf, o.srcOff);
+      const bool scaled = o.srcBuf == kBufSend && (a.preMul != 1.0 || a.preMulInt != 1);
+      if (src == dst && !scaled) return kFailNone;
+      for (uint64_t i = p.tid(); i < o.count; i += p.nthreads()) dst[i] = readSrc(o, i);
+    } else {  // kReduceLocal
+      for (uint64_t i = p.tid(); i < o.count; i += p.nthreads()) dst[i] = reduce(dst[i], readSrc(o, i));
+    }
+    p.sync();
+    return kFailNone;
+  }
+
+  // ---- Simple ----
+  STRATA_HD uint32_t simple(const DevOp& o) const {
+    const OpKind kind = static_cast<OpKind>(o.kind);
+    const bool recvs = o.recvPeer >= 0, sends = o.sendPeer >= 0;
+    const uint64_t pieceElems = a.cfg.pieceBytes / sizeof(S);
+    S* dst = writesDst(kind) ? buf(o.dstBuf, o.dstOff) : nullptr;
+    for (uint64_t base = 0; base < o.count; base += pieceElems) {
+      const uint64_t n = o.count - base < pieceElems ? o.count - base : pieceElems;
+      uint64_t rstep = 0, sstep = 0;
+      void* rmem = recvs ? a.recvMem[o.recvPeer] : nullptr;
+      void* smem = sends ? a.sendMem[o.sendPeer] : nullptr;
+      if (recvs) rstep = a.recvStep[o.recvPeer];
+      if (sends) sstep = a.sendStep[o.sendPeer];
+      uint32_t failed = kFailNone;
+      if (p.tid() == 0) {
+        if (recvs) {
+          ConnCtrl* c = connCtrl(rmem);
+          failed = waitFor(p, a, opIndex, o.recvPeer, 1, [&] { return P::loadAcquire(&c->head) > rstep; });
+        }
+        if (sends && failed == kFailNone) {
+          ConnCtrl* c = connCtrl(smem);
+          failed =
+              waitFor(p, a, opIndex, o.sendPeer, 0, [&] { return sstep - P::loadAcquire(&c->tail) < a.cfg.nslots; });
+        }
+      }
+      if (p.broadcastFailure(failed) != kFailNone) return kFailAborted;
+      const S* in = recvs ? reinterpret_cast<const S*>(simpleSlot(rmem, a.cfg, rstep)) : nullptr;
+      S* out = sends ? reinterpret_cast<S*>(simpleSlot(smem, a.cfg, sstep)) : nullptr;
+      for (uint64_t i = p.tid(); i < n; i += p.nthreads()) {
+        const Out r = produce(o, in ? in[i] : S{}, base + i);
+        if (dst) dst[base + i] = r.dst;
+        if (out) out[i] = r.msg;
+      }
+      p.sync();
+      if (p.tid() == 0) {
+        if (sends) {
+          p.fenceSystem();
+          P::storeRelease(&connCtrl(smem)->head, sstep + 1);
+          a.sendStep[o.sendPeer] = sstep + 1;
+        }
+        if (recvs) {
+          P::storeRelease(&connCtrl(rmem)->tail, rstep + 1);
+          a.recvStep[o.recvPeer] = rstep + 1;
+        }
+      }
+      p.sync();
+    }
+    return kFailNone;
+  }
+
+  // ---- LL ----
+  // A line: low 32 bits data, high 32 bits flag. The piece's bytes are packed 4 to a line; each thread owns
+  // whole elements' lines (ceil(sizeof(S)/4) lines per element, several elements per line when S is narrower).
+  STRATA_HD uint32_t ll(const DevOp& o) const {
+    const OpKind kind = static_cast<OpKind>(o.kind);
+    const bool recvs = o.recvPeer >= 0, sends = o.sendPeer >= 0;
+    constexpr uint64_t kPerLine = sizeof(S) >= 4 ? 1 : 4 / sizeof(S);   // elements per line
+    constexpr uint64_t kLinesPer = sizeof(S) >= 4 ? sizeof(S) / 4 : 1;  // lines per element group
+    const uint64_t pieceElems = a.cfg.llMaxBytes / sizeof(S);           // the whole op: one piece
+    S* dst = writesDst(kind) ? buf(o.dstBuf, o.dstOff) : nullptr;
+    for (uint64_t base = 0; base < o.count; base += pieceElems) {
+      const uint64_t n = o.count - base < pieceElems ? o.count - base : pieceElems;
+      void* rmem = recvs ? a.recvMem[o.recvPeer] : nullptr;
+      void* smem = sends ? a.sendMem[o.sendPeer] : nullptr;
+      const uint64_t rstep = recvs ? a.recvStep[o.recvPeer] : 0;
+      const uint64_t sstep = sends ? a.sendStep[o.sendPeer] : 0;
+      uint32_t failed = kFailNone;
+      if (sends && p.tid() == 0) {
+        ConnCtrl* c = connCtrl(smem);
+        failed = waitFor(p, a, opIndex, o.sendPeer, 0, [&] { return sstep - P::loadAcquire(&c->tail) < a.cfg.nslots; });
+      }
+      if (p.broadcastFailure(failed) != kFailNone) return kFailAborted;
+      const uint32_t rflag = static_cast<uint32_t>(rstep + 1), sflag = static_cast<uint32_t>(sstep + 1);
+      uint64_t* inLines = recvs ? llSlot(rmem, a.cfg, rstep) : nullptr;
+      uint64_t* outLines = sends ? llSlot(smem, a.cfg, sstep) : nullptr;
+      uint32_t mine = kFailNone;
+      const uint64_t groups = (n + kPerLine - 1) / kPerLine;  // element groups: one line's worth each
+      for (uint64_t g = p.tid(); g < groups && mine == kFailNone; g += p.nthreads()) {
+        const uint64_t first = g * kPerLine;
+        const uint64_t cnt = n - first < kPerLine ? n - first : kPerLine;
+        // The message elements of this group, unpacked from their lines.
+        S m[kPerLine];
+        if (recvs) {
+          uint32_t words[kLinesPer];
+          for (uint64_t l = 0; l < kLinesPer; ++l) {
+            uint64_t* line = inLines + g * kLinesPer + l;
+            uint64_t v = 0;
+            mine = waitFor(p, a, opIndex, o.recvPeer, 2, [&] {
+              v = P::loadRelaxed(line);
+              return static_cast<uint32_t>(v >> 32) == rflag;
+            });
+            if (mine != kFailNone) break;
+            words[l] = static_cast<uint32_t>(v);
+          }
+          if (mine != kFailNone) break;
+          unpack(m, words);
+        }
+        S msg[kPerLine];
+        for (uint64_t e = 0; e < kPerLine; ++e) {
+          if (e < cnt) {
+            const Out r = produce(o, recvs ? m[e] : S{}, base + first + e);
+            if (dst) dst[base + first + e] = r.dst;
+            msg[e] = r.msg;
+          } else {
+            msg[e] = S{};
+          }
+        }
+        if (sends) {
+          uint32_t words[kLinesPer];
+          pack(words, msg);
+          for (uint64_t l = 0; l < kLinesPer; ++l)
+            P::storeRelaxed(outLines + g * kLinesPer + l, (static_cast<uint64_t>(sflag) << 32) | words[l]);
+        }
+      }
+      if (p.anyFailed(mine) != kFailNone) return kFailAborted;
+      if (p.tid() == 0) {
+        if (sends) a.sendStep[o.sendPeer] = sstep + 1;
+        if (recvs) {
+          P::storeRelease(&connCtrl(rmem)->tail, rstep + 1);
+          a.recvStep[o.recvPeer] = rstep + 1;
+        }
+      }
+      p.sync();
+    }
+    return kFailNone;
+  }
+
+  static STRATA_HD_INLINE void unpack(S* m, const uint32_t* words) {
+    if constexpr (sizeof(S) >= 4) {
+      uint32_t tmp[sizeof(S) / 4];
+      for (uint64_t l = 0; l < sizeof(S) / 4; ++l) tmp[l] = words[l];
+      memcpyBits(m, tmp, sizeof(S));
+    } else {
+      memcpyBits(m, words, 4);
+    }
+  }
+  static STRATA_HD_INLINE void pack(uint32_t* words, const S* msg) {
+    if constexpr (sizeof(S) >= 4) {
+      memcpyBits(words, msg, sizeof(S));
+    } else {
+      memcpyBits(words, msg, 4);
+    }
+  }
+  static STRATA_HD_INLINE void memcpyBits(void* d, const void* s, uint64_t n) {
+    auto* dc = static_cast<unsigned char*>(d);
+    auto* sc = static_cast<const unsigned char*>(s);
+    for (uint64_t i = 0; i < n; ++i) dc[i] = sc[i];
+  }
+
+  STRATA_HD uint32_t run(const DevOp& o) const {
+    const OpKind kind = static_cast<OpKind>(o.kind);
+    if (kind == OpKind::kCopy || kind == OpKind::kReduceLocal) return local(o);
+    if (o.count == 0) return kFailNone;
+    if (o.count * sizeof(S) <= a.cfg.llMaxBytes) return ll(o);  // one piece, one slot
+    return simple(o);
+  }
+};
+
+template <class P, class E, ReduceKind K>
+STRATA_HD uint32_t runLaneTyped(const P& p, const LaneArgs& a) {
+  OpRunner<P, E, K> r{p, a, 0};
+  for (uint32_t i = 0; i < a.nops; ++i) {
+    r.opIndex = static_cast<int>(i);
+    if (r.run(a.ops[i]) != kFailNone) return P::loadRelaxed(&a.failure->code);
+  }
+  return kFailNone;
+}
+
+template <class P, class E>
+STRATA_HD uint32_t runLaneOp(const P& p, const LaneArgs& a) {
+  switch (a.op) {
+    case ReduceKind::kSum: return runLaneTyped<P, E, ReduceKind::kSum>(p, a);
+    case ReduceKind::kProd: return runLaneTyped<P, E, ReduceKind::kProd>(p, a);
+    case ReduceKind::kMax: return runLaneTyped<P, E, ReduceKind::kMax>(p, a);
+    case ReduceKind::kMin: return runLaneTyped<P, E, ReduceKind::kMin>(p, a);
+  }
+  return kFailBadPlan;
+}
+
+/// Runs one lane of a lowered plan with the group `p`; returns kFailNone or the rank's failure code (details in
+/// *a.failure). Every thread of the group calls it.
+template <class P>
+STRATA_HD uint32_t runLane(const P& p, const LaneArgs& a) {
+  switch (a.dtype) {
+    case strataInt8: return runLaneOp<P, Plain<int8_t>>(p, a);
+    case strataUint8: return runLaneOp<P, Plain<uint8_t>>(p, a);
+    case strataInt32: return runLaneOp<P, Plain<int32_t>>(p, a);
+    case strataUint32: return runLaneOp<P, Plain<uint32_t>>(p, a);
+    case strataInt64: return runLaneOp<P, Plain<int64_t>>(p, a);
+    case strataUint64: return runLaneOp<P, Plain<uint64_t>>(p, a);
+    case strataFloat16: return runLaneOp<P, HalfElem>(p, a);
+    case strataFloat32: return runLaneOp<P, Plain<float>>(p, a);
+    case strataFloat64: return runLaneOp<P, Plain<double>>(p, a);
+    case strataBfloat16: return runLaneOp<P, Bf16Elem>(p, a);
+    case strataFloat8e4m3: return runLaneOp<P, E4m3Elem>(p, a);
+    case strataFloat8e5m2: return runLaneOp<P, E5m2Elem>(p, a);
+    default: return kFailBadPlan;
+  }
+}
+
+}  // namespace
+}  // namespace strata::devproto

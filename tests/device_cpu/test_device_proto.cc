@@ -1,0 +1,519 @@
+// The device protocol (src/device/proto.h) on CPU threads and processes: the code the GPU kernels run, executed
+// by the CPU policy over shared memory, checked bit for bit against the host path (the reference interpreter runs
+// the same plans with the host's PlanRunner and reduction kernels). ctest label device_cpu; CI also runs it under
+// ThreadSanitizer (scripts/sanitize.sh).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/algorithms.h"
+#include "core/interpreter.h"
+#include "device/cpu_exec.h"
+#include "device/dev_plan.h"
+#include "kernels/reduce.h"
+#include "util/dtype.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+using devproto::ProtoConfig;
+
+// Small pieces so that counts of a few hundred elements cross many slots and wrap the FIFO; LL for ops up to 64 B.
+constexpr ProtoConfig kSmall{256, 4, 64};
+// Simple only (no LL), one-slot FIFO-sized pieces.
+constexpr ProtoConfig kSimpleOnly{128, 2, 0};
+// LL for every op up to its whole piece.
+constexpr ProtoConfig kAllLL{128, 3, 128};
+
+const strataDataType_t kAllTypes[] = {strataInt8,    strataUint8,    strataInt32,      strataUint32,
+                                      strataInt64,   strataUint64,   strataFloat16,    strataFloat32,
+                                      strataFloat64, strataBfloat16, strataFloat8e4m3, strataFloat8e5m2};
+const ReduceKind kAllOps[] = {ReduceKind::kSum, ReduceKind::kProd, ReduceKind::kMax, ReduceKind::kMin};
+const CollKind kKinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather,
+                           CollKind::kBroadcast, CollKind::kReduce,        CollKind::kAllToAll};
+
+struct Case {
+  CollKind kind = CollKind::kAllReduce;
+  std::string algorithm;
+  int nranks = 2;
+  size_t count = 0;
+  int root = 0;
+  bool inPlace = false;
+  strataDataType_t dtype = strataFloat32;
+  ReduceKind op = ReduceKind::kSum;
+  double preMul = 1.0;  // PreMulSum (float types) or its integer factor
+  std::string str() const {
+    return std::string(collName(kind)) + "/" + algorithm + " n=" + std::to_string(nranks) +
+           " count=" + std::to_string(count) + " root=" + std::to_string(root) + (inPlace ? " in-place" : "") +
+           " dtype=" + std::to_string(dtype) + " op=" + std::to_string(static_cast<int>(op)) +
+           (preMul != 1.0 ? " premul=" + std::to_string(preMul) : "");
+  }
+};
+
+size_t sendElems(const Case& c, int r) {
+  const size_t n = static_cast<size_t>(c.nranks);
+  switch (c.kind) {
+    case CollKind::kReduceScatter:
+    case CollKind::kAllToAll: return c.count * n;
+    case CollKind::kBroadcast: return r == c.root ? c.count : 0;
+    default: return c.count;
+  }
+}
+size_t recvElems(const Case& c, int r) {
+  const size_t n = static_cast<size_t>(c.nranks);
+  switch (c.kind) {
+    case CollKind::kAllGather:
+    case CollKind::kAllToAll: return c.count * n;
+    case CollKind::kReduce: return r == c.root ? c.count : 0;
+    default: return c.count;
+  }
+}
+size_t inPlaceSendOffset(const Case& c, int r) {
+  return c.kind == CollKind::kAllGather ? static_cast<size_t>(r) * c.count : 0;
+}
+size_t inPlaceRecvOffset(const Case& c, int r) {
+  return c.kind == CollKind::kReduceScatter ? static_cast<size_t>(r) * c.count : 0;
+}
+
+// One rank's buffers: the user's memory (send and receive, or one area in place) and scratch.
+struct RankMem {
+  std::vector<char> send, recv, area, scratch;
+  void* sendPtr = nullptr;
+  void* recvPtr = nullptr;
+};
+
+// Finite inputs of every dtype: random values on a grid the narrow formats round to something finite.
+void fillInputs(const Case& c, int r, void* buf, size_t elems, uint64_t seed) {
+  std::mt19937_64 rng(seed * 1000003u + static_cast<uint64_t>(r));
+  for (size_t i = 0; i < elems; ++i) {
+    double v;
+    if (dtypeIsFloat(c.dtype)) {
+      v = static_cast<double>(static_cast<int64_t>(rng() % 49) - 24) / 8.0;  // -3 .. 3 in eighths
+    } else {
+      v = static_cast<double>(static_cast<int64_t>(rng() % 201) - 100);
+      if (c.dtype == strataUint8 || c.dtype == strataUint32 || c.dtype == strataUint64) v = std::abs(v);
+    }
+    storeFromDouble(buf, i, c.dtype, v);
+  }
+}
+
+// Makes every rank's buffers and plan for case c; the same inputs for the device run and the reference run.
+struct World {
+  std::vector<Plan> plans;
+  std::vector<RankMem> mem;
+};
+
+bool makeWorld(const Case& c, const ProtoConfig& cfg, uint64_t seed, bool outOfPlacePlan, World* w) {
+  const size_t es = dtypeSize(c.dtype);
+  for (int r = 0; r < c.nranks; ++r) {
+    CollArgs args;
+    args.kind = c.kind;
+    args.nranks = c.nranks;
+    args.rank = r;
+    args.count = c.count;
+    args.root = c.root;
+    args.inPlace = c.inPlace && !outOfPlacePlan;
+    // The executor's chunk rule: half the connection's capacity (in whole pieces of either protocol).
+    args.chunkElems = std::max<size_t>(1, static_cast<size_t>(cfg.nslots) * cfg.pieceBytes / 2 / es);
+    try {
+      w->plans.push_back(makePlan(args, c.algorithm));
+    } catch (const InvalidArgument&) {
+      return false;  // not a combination this algorithm serves
+    }
+  }
+  w->mem.resize(static_cast<size_t>(c.nranks));
+  for (int r = 0; r < c.nranks; ++r) {
+    RankMem& m = w->mem[static_cast<size_t>(r)];
+    const size_t sn = sendElems(c, r), rn = recvElems(c, r);
+    if (c.inPlace) {
+      m.area.assign(std::max(sn + inPlaceSendOffset(c, r), rn + inPlaceRecvOffset(c, r)) * es + 1, 0);
+      m.sendPtr = m.area.data() + inPlaceSendOffset(c, r) * es;
+      m.recvPtr = m.area.data() + inPlaceRecvOffset(c, r) * es;
+    } else {
+      m.send.assign(sn * es + 1, 0);
+      m.recv.assign(rn * es + 1, 0);
+      m.sendPtr = m.send.data();
+      m.recvPtr = m.recv.data();
+    }
+    fillInputs(c, r, m.sendPtr, sn, seed);
+    m.scratch.assign(w->plans[static_cast<size_t>(r)].scratchElems * es + 1, 0);
+  }
+  return true;
+}
+
+std::vector<void*> buffersOf(const Case& c, RankMem& m, int r) {
+  void* sendBuf = m.sendPtr;
+  void* recvBuf = m.recvPtr;
+  if (!c.inPlace && c.kind == CollKind::kBroadcast && r != c.root) sendBuf = nullptr;
+  if (!c.inPlace && c.kind == CollKind::kReduce && r != c.root) recvBuf = nullptr;
+  return {sendBuf, recvBuf, m.scratch.data()};
+}
+
+// Runs every rank of `plans` on the CPU device world, ranks as threads. Returns each rank's code.
+std::vector<uint32_t> runDevice(CpuDeviceWorld& dw, const Case& c, World& w, uint64_t timeoutNs = 0,
+                                int absentRank = -1) {
+  std::vector<uint32_t> codes(static_cast<size_t>(c.nranks), 0);
+  std::vector<DevPlan> dplans;
+  for (const Plan& p : w.plans) dplans.push_back(lowerPlan(p));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < c.nranks; ++r) {
+    if (r == absentRank) continue;
+    threads.emplace_back([&, r] {
+      const size_t ur = static_cast<size_t>(r);
+      CpuCall call;
+      const auto b = buffersOf(c, w.mem[ur], r);
+      for (int i = 0; i < 3; ++i) call.bufs[i] = b[static_cast<size_t>(i)];
+      call.dtype = c.dtype;
+      call.op = c.op;
+      call.preMul = dtypeIsFloat(c.dtype) ? c.preMul : 1.0;
+      call.preMulInt = dtypeIsFloat(c.dtype) ? 1 : static_cast<int64_t>(c.preMul);
+      call.timeoutNs = timeoutNs;
+      codes[ur] = runRankOnCpu(dw, r, dplans[ur], call);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return codes;
+}
+
+// The host path on the same inputs: the reference interpreter (PlanRunner and the host kernels); a pre-multiplied
+// call as the host executor runs it (scaled private copies, out-of-place plan).
+void runReference(const Case& c, World& w, const ProtoConfig& cfg) {
+  std::vector<std::vector<void*>> bufs;
+  std::vector<std::vector<char>> scaled(static_cast<size_t>(c.nranks));
+  for (int r = 0; r < c.nranks; ++r) {
+    const size_t ur = static_cast<size_t>(r);
+    auto b = buffersOf(c, w.mem[ur], r);
+    if (c.preMul != 1.0 && b[0]) {
+      const size_t sn = sendElems(c, r);
+      scaled[ur].assign(sn * dtypeSize(c.dtype) + 1, 0);
+      if (dtypeIsFloat(c.dtype)) scaleBy(scaled[ur].data(), b[0], sn, c.dtype, c.preMul);
+      else multiplyBy(scaled[ur].data(), b[0], sn, c.dtype, static_cast<int64_t>(c.preMul));
+      b[0] = scaled[ur].data();
+    }
+    bufs.push_back(b);
+  }
+  interpretPlans(w.plans, bufs, c.dtype, c.op, InterpreterOptions{cfg.pieceBytes, static_cast<int>(cfg.nslots)});
+}
+
+// Runs case c through the device protocol and the host path; expects the receive buffers equal bit for bit and
+// the send buffers untouched out of place.
+void checkCase(CpuDeviceWorld& dw, const Case& c, uint64_t seed) {
+  const bool scaled = c.preMul != 1.0;
+  World dev, ref;
+  if (!makeWorld(c, dw.config(), seed, scaled, &dev)) return;
+  ASSERT_TRUE(makeWorld(c, dw.config(), seed, scaled, &ref));
+  std::vector<std::vector<char>> sendBefore;
+  for (int r = 0; r < c.nranks; ++r) {
+    const auto& m = dev.mem[static_cast<size_t>(r)];
+    const char* s = static_cast<const char*>(m.sendPtr);
+    sendBefore.emplace_back(s, s + sendElems(c, r) * dtypeSize(c.dtype));
+  }
+  if (std::getenv("DEVPROTO_TRACE")) fprintf(stderr, "case %s\n", c.str().c_str());
+  const auto codes = runDevice(dw, c, dev);
+  for (int r = 0; r < c.nranks; ++r)
+    ASSERT_EQ(codes[static_cast<size_t>(r)], 0u) << c.str() << ": rank " << r << " failed";
+  runReference(c, ref, dw.config());
+  const size_t es = dtypeSize(c.dtype);
+  for (int r = 0; r < c.nranks; ++r) {
+    const size_t ur = static_cast<size_t>(r);
+    const size_t rn = recvElems(c, r);
+    const char* got = static_cast<const char*>(dev.mem[ur].recvPtr);
+    const char* want = static_cast<const char*>(ref.mem[ur].recvPtr);
+    for (size_t i = 0; i < rn; ++i) {
+      if (std::memcmp(got + i * es, want + i * es, es) != 0) {
+        FAIL() << c.str() << ": rank " << r << " element " << i << ": device " << loadAsDouble(got, i, c.dtype)
+               << ", host " << loadAsDouble(want, i, c.dtype);
+      }
+    }
+    if (!c.inPlace) {
+      EXPECT_EQ(0, std::memcmp(sendBefore[ur].data(), dev.mem[ur].sendPtr, sendBefore[ur].size()))
+          << c.str() << ": rank " << r << " changed its send buffer";
+      // The byte after each buffer is a guard.
+      EXPECT_EQ(dev.mem[ur].recv.back(), 0) << c.str() << ": rank " << r << " wrote past recvbuff";
+    }
+  }
+}
+
+std::vector<size_t> countsFor(int n, const ProtoConfig& cfg, strataDataType_t dt) {
+  // 0, 1, odd, and more than the FIFO holds (nslots * pieceBytes bytes per connection).
+  const size_t fifoElems = static_cast<size_t>(cfg.nslots) * cfg.pieceBytes / dtypeSize(dt);
+  return {0, 1, static_cast<size_t>(7 * n + 3), fifoElems + static_cast<size_t>(n) + 5};
+}
+
+// ---- every collective and algorithm, n = 1..8 ---------------------------------------------------------------------
+
+// Every collective, every algorithm, n = 1..8, counts 0 / 1 / odd / larger than the FIFO, in and out of place;
+// dtypes and ops cycle through the sweep so every pair appears.
+TEST(DeviceProto, EveryCollectiveMatchesHostPath) {
+  size_t k = 0;
+  for (const ProtoConfig& cfg : {kSmall, kSimpleOnly}) {
+    for (int n = 1; n <= 8; ++n) {
+      CpuDeviceWorld dw(n, cfg);  // one world per n: step counters carry over from call to call
+      for (CollKind kind : kKinds) {
+        for (const std::string& algo : algorithmsFor(kind)) {
+          for (bool inPlace : {false, true}) {
+            for (size_t count : countsFor(n, cfg, strataFloat64)) {
+              Case c;
+              c.kind = kind;
+              c.algorithm = algo;
+              c.nranks = n;
+              c.count = count;
+              c.inPlace = inPlace;
+              c.root = (kind == CollKind::kBroadcast || kind == CollKind::kReduce) ? static_cast<int>(k % n) : 0;
+              c.dtype = kAllTypes[k % std::size(kAllTypes)];
+              c.op = kAllOps[(k / std::size(kAllTypes)) % std::size(kAllOps)];
+              ++k;
+              checkCase(dw, c, k);
+              if (::testing::Test::HasFatalFailure()) return;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every dtype x op for the reducing collectives, both protocols.
+TEST(DeviceProto, EveryDtypeAndOp) {
+  for (const ProtoConfig& cfg : {kSmall, kAllLL}) {
+    CpuDeviceWorld dw(3, cfg);
+    for (CollKind kind : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kReduce}) {
+      for (strataDataType_t dt : kAllTypes) {
+        for (ReduceKind op : kAllOps) {
+          for (size_t count : {size_t{5}, size_t{300}}) {
+            Case c;
+            c.kind = kind;
+            c.algorithm = algorithmsFor(kind).front();
+            c.nranks = 3;
+            c.count = count;
+            c.root = 1;
+            c.dtype = dt;
+            c.op = op;
+            checkCase(dw, c, count + static_cast<size_t>(dt) * 7 + static_cast<size_t>(op));
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// PreMulSum (and float Avg, which is PreMulSum by 1/n) in the executor: elements read from the send buffer are
+// multiplied as the host's private pre-scaled copy is.
+TEST(DeviceProto, PreMulSumInTheExecutor) {
+  CpuDeviceWorld dw(4, kSmall);
+  for (strataDataType_t dt : kAllTypes) {
+    for (size_t count : {size_t{3}, size_t{200}}) {
+      Case c;
+      c.kind = CollKind::kAllReduce;
+      c.algorithm = "ring";
+      c.nranks = 4;
+      c.count = count;
+      c.dtype = dt;
+      c.preMul = dtypeIsFloat(dt) ? 0.25 : 3.0;
+      checkCase(dw, c, count * 31 + static_cast<size_t>(dt));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// ---- random calls ---------------------------------------------------------------------------------------------------
+
+// STRATA_DEVICE_RANDOM_CALLS random calls (default 10000) over persistent worlds of 1..8 ranks: random collective,
+// algorithm, count (across both protocols and FIFO wrap), dtype, op, root and placement, each checked against the
+// host path. Under ThreadSanitizer this is the protocol's race check.
+TEST(DeviceProto, RandomCallsMatchHostPath) {
+  const char* env = std::getenv("STRATA_DEVICE_RANDOM_CALLS");
+  const int calls = env ? std::atoi(env) : 10000;
+  std::mt19937_64 rng(12345);
+  std::vector<std::unique_ptr<CpuDeviceWorld>> worlds;
+  for (int n = 1; n <= 8; ++n) worlds.push_back(std::make_unique<CpuDeviceWorld>(n, kSmall));
+  for (int i = 0; i < calls; ++i) {
+    Case c;
+    c.nranks = 1 + static_cast<int>(rng() % 8);
+    c.kind = kKinds[rng() % std::size(kKinds)];
+    const auto algos = algorithmsFor(c.kind);
+    c.algorithm = algos[rng() % algos.size()];
+    c.count = rng() % 4 == 0 ? rng() % 3 : rng() % 200;
+    c.inPlace = rng() % 2;
+    c.root = static_cast<int>(rng() % static_cast<uint64_t>(c.nranks));
+    c.dtype = kAllTypes[rng() % std::size(kAllTypes)];
+    c.op = kAllOps[rng() % std::size(kAllOps)];
+    checkCase(*worlds[static_cast<size_t>(c.nranks - 1)], c, static_cast<uint64_t>(i));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// ---- abort, deadline, dead peers --------------------------------------------------------------------------------
+
+Case bigAllReduce(int n) {
+  Case c;
+  c.kind = CollKind::kAllReduce;
+  c.algorithm = "ring";
+  c.nranks = n;
+  c.count = 5000;
+  c.dtype = strataFloat32;
+  return c;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A peer that never joins: the abort word (what strataCommAbort or the host's peer watch writes) ends every other
+// rank's waits, and the failure names the peer each was waiting for.
+TEST(DeviceProto, AbortEndsEveryWait) {
+  const int n = 4, absent = 2;
+  CpuDeviceWorld dw(n, kSmall);
+  Case c = bigAllReduce(n);
+  World w;
+  ASSERT_TRUE(makeWorld(c, dw.config(), 1, false, &w));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (int r = 0; r < n; ++r) std::atomic_ref<uint32_t>(*dw.abortWord(r)).store(1);
+  });
+  const auto codes = runDevice(dw, c, w, 0, absent);
+  aborter.join();
+  const double took = secondsSince(t0);
+  EXPECT_LT(took, 2.0) << "abort took " << took << " s";
+  for (int r = 0; r < n; ++r) {
+    if (r == absent) continue;
+    EXPECT_EQ(codes[static_cast<size_t>(r)], devproto::kFailAborted) << "rank " << r;
+    const devproto::Failure* f = dw.failure(r);
+    EXPECT_GE(f->peer, 0) << "rank " << r;
+    EXPECT_LT(f->peer, n) << "rank " << r;
+  }
+  // The ring's neighbours of the absent rank waited for it.
+  EXPECT_EQ(dw.failure((absent + 1) % n)->peer, absent);
+}
+
+// No abort: the deadline ends the waits, reported as a timeout.
+TEST(DeviceProto, DeadlineEndsEveryWait) {
+  const int n = 3, absent = 0;
+  CpuDeviceWorld dw(n, kSmall);
+  Case c = bigAllReduce(n);
+  World w;
+  ASSERT_TRUE(makeWorld(c, dw.config(), 2, false, &w));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto codes = runDevice(dw, c, w, 300'000'000, absent);
+  const double took = secondsSince(t0);
+  EXPECT_LT(took, 2.0) << "deadline took " << took << " s";
+  for (int r = 1; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], devproto::kFailTimedOut) << "rank " << r;
+}
+
+// Ranks as processes sharing the world's memory (shared memory in place of CUDA IPC): each forked rank runs its
+// plan; results come back through a shared mapping and match the host path. Then a rank is killed mid-call and the
+// parent, as the host's peer watch does, raises the abort word: the survivors end within 2 s.
+TEST(DeviceProto, ProcessesShareTheProtocol) {
+  const int n = 4;
+  CpuDeviceWorld dw(n, kSmall);
+  Case c = bigAllReduce(n);
+  c.dtype = strataInt64;
+  World dev, ref;
+  ASSERT_TRUE(makeWorld(c, dw.config(), 3, false, &dev));
+  ASSERT_TRUE(makeWorld(c, dw.config(), 3, false, &ref));
+  const size_t bytes = c.count * dtypeSize(c.dtype);
+  void* shared = mmap(nullptr, bytes * n + 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  auto* codesOut = reinterpret_cast<uint32_t*>(static_cast<char*>(shared) + bytes * n);
+  std::vector<DevPlan> dplans;
+  for (const Plan& p : dev.plans) dplans.push_back(lowerPlan(p));
+
+  auto spawn = [&](int r, bool stall) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (stall) pause();  // a rank that hangs before its part: killed by the test
+      const size_t ur = static_cast<size_t>(r);
+      CpuCall call;
+      const auto b = buffersOf(c, dev.mem[ur], r);
+      for (int i = 0; i < 3; ++i) call.bufs[i] = b[static_cast<size_t>(i)];
+      call.dtype = c.dtype;
+      codesOut[r] = runRankOnCpu(dw, r, dplans[ur], call);
+      std::memcpy(static_cast<char*>(shared) + bytes * ur, dev.mem[ur].recvPtr, bytes);
+      _exit(0);
+    }
+    return pid;
+  };
+
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) pids.push_back(spawn(r, false));
+  for (pid_t p : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(p, &status, 0), p);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  runReference(c, ref, dw.config());
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(codesOut[r], 0u);
+    EXPECT_EQ(0, std::memcmp(static_cast<char*>(shared) + bytes * static_cast<size_t>(r),
+                             ref.mem[static_cast<size_t>(r)].recvPtr, bytes))
+        << "rank " << r << " differs from the host path";
+  }
+
+  // Peer death: a fresh world; rank 1 stalls and is killed, the parent raises every survivor's abort word.
+  CpuDeviceWorld dw2(n, kSmall);
+  World w2;
+  ASSERT_TRUE(makeWorld(c, dw2.config(), 4, false, &w2));
+  dplans.clear();
+  for (const Plan& p : w2.plans) dplans.push_back(lowerPlan(p));
+  auto spawn2 = [&](int r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (r == 1) pause();
+      const size_t ur = static_cast<size_t>(r);
+      CpuCall call;
+      const auto b = buffersOf(c, w2.mem[ur], r);
+      for (int i = 0; i < 3; ++i) call.bufs[i] = b[static_cast<size_t>(i)];
+      call.dtype = c.dtype;
+      codesOut[r] = runRankOnCpu(dw2, r, dplans[ur], call);
+      _exit(0);
+    }
+    return pid;
+  };
+  pids.clear();
+  for (int r = 0; r < n; ++r) pids.push_back(spawn2(r));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(pids[1], SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(pids[1], &status, 0), pids[1]);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < n; ++r) std::atomic_ref<uint32_t>(*dw2.abortWord(r)).store(1);
+  for (int r = 0; r < n; ++r) {
+    if (r == 1) continue;
+    ASSERT_EQ(waitpid(pids[static_cast<size_t>(r)], &status, 0), pids[static_cast<size_t>(r)]);
+    EXPECT_EQ(codesOut[r], devproto::kFailAborted) << "rank " << r;
+  }
+  EXPECT_LT(secondsSince(t0), 2.0);
+  munmap(shared, bytes * n + 64);
+}
+
+TEST(DeviceProto, RefusesWhatItCannotRun) {
+  EXPECT_THROW(CpuDeviceWorld(0, kSmall), InvalidArgument);
+  EXPECT_THROW(CpuDeviceWorld(2, ProtoConfig{100, 2, 0}), InvalidArgument);    // not a multiple of 16
+  EXPECT_THROW(CpuDeviceWorld(2, ProtoConfig{128, 2, 256}), InvalidArgument);  // LL larger than a piece
+  CpuDeviceWorld dw(2, kSmall);
+  CollArgs args;
+  args.nranks = 2;
+  args.rank = 0;
+  args.count = 10;
+  const DevPlan p = lowerPlan(makePlan(args, "ring"));
+  EXPECT_THROW(runRankOnCpu(dw, 1, p, CpuCall{}), InvalidArgument);  // rank 0's plan run as rank 1
+}
+
+}  // namespace
+}  // namespace strata
