@@ -47,18 +47,27 @@ void DeviceEngine::setupDirect(int device) {
     int64_t pid;
   };
   Info mine{};
-  std::string why;
+  std::string why;  // why this rank cannot take part: the CUDA call that failed and its error
   if (device < 0) why = "no device for this rank's buffers";
   if (why.empty()) {
     // Zeroed on a private stream: the legacy default stream would also wait for the caller's blocking streams.
     void* setupStream = nullptr;
-    int e = api_.deviceMalloc(&ipcBase_, total);
-    if (e == 0) e = api_.streamCreate(&setupStream);
-    if (e == 0) e = api_.memsetAsync(ipcBase_, 0, total, setupStream);
-    if (e == 0) e = api_.streamSynchronize(setupStream);
+    int e = 0;
+    const char* step = "";  // the CUDA call that failed
+    auto attempt = [&](const char* name, auto call) {
+      if (e != 0) return;
+      step = name;
+      e = call();
+    };
+    attempt("cudaMalloc", [&] { return api_.deviceMalloc(&ipcBase_, total); });
+    attempt("cudaStreamCreate", [&] { return api_.streamCreate(&setupStream); });
+    attempt("cudaMemsetAsync", [&] { return api_.memsetAsync(ipcBase_, 0, total, setupStream); });
+    attempt("cudaStreamSynchronize", [&] { return api_.streamSynchronize(setupStream); });
     if (setupStream) api_.streamDestroy(setupStream);
-    if (e == 0) e = api_.ipcGetMemHandle(mine.handle, ipcBase_);
-    if (e != 0) why = strprintf("allocating and exporting %zu bytes failed: %s", total, api_.errorString(e));
+    attempt("cudaIpcGetMemHandle", [&] { return api_.ipcGetMemHandle(mine.handle, ipcBase_); });
+    if (e != 0)
+      why = strprintf("%s for this rank's %zu-byte CUDA IPC buffer on device %d failed: %s (CUDA error %d)", step,
+                      total, device, api_.errorString(e), e);
   }
   mine.ok = why.empty() ? 1 : 0;
   mine.device = device;
@@ -66,18 +75,31 @@ void DeviceEngine::setupDirect(int device) {
   std::vector<Info> all(static_cast<size_t>(n));
   host_.allGather(&mine, all.data(), sizeof(Info));
   peerBase_.assign(static_cast<size_t>(n), nullptr);
-  bool ok = true;
-  for (int r = 0; r < n; ++r) ok &= all[static_cast<size_t>(r)].ok == 1;
-  if (!ok && why.empty()) why = "a peer could not export its buffer";
-  if (ok) {
+  for (int r = 0; r < n && why.empty(); ++r)
+    if (all[static_cast<size_t>(r)].ok != 1)
+      why = strprintf("rank %d could not export its CUDA IPC buffer (its log says why)", r);
+  if (why.empty()) {
     peerBase_[static_cast<size_t>(me)] = static_cast<char*>(ipcBase_);
     for (int r = 0; r < n && why.empty(); ++r) {
       if (r == me) continue;
+      const Info& peer = all[static_cast<size_t>(r)];
       void* p = nullptr;
-      const int e = api_.ipcOpenMemHandle(&p, all[static_cast<size_t>(r)].handle);
+      const int e = api_.ipcOpenMemHandle(&p, peer.handle);
       if (e != 0) {
-        why = strprintf("opening rank %d's IPC buffer (its device %d, ours %d) failed: %s", r,
-                        all[static_cast<size_t>(r)].device, device, api_.errorString(e));
+        // CUDA IPC cannot open a buffer of its own process (ranks as threads), and processes in separate
+        // containers need a shared IPC namespace: say which case this is.
+        const std::string where =
+            peer.pid == mine.pid
+                ? strprintf(
+                      "rank %d is in this process (pid %lld), and CUDA IPC cannot open a buffer exported by "
+                      "the same process",
+                      r, static_cast<long long>(peer.pid))
+                : strprintf(
+                      "rank %d: device %d, pid %lld; this rank: device %d, pid %lld; ranks in separate "
+                      "containers need a shared IPC namespace (docker --ipc=host)",
+                      r, peer.device, static_cast<long long>(peer.pid), device, static_cast<long long>(mine.pid));
+        why = strprintf("cudaIpcOpenMemHandle of rank %d's buffer failed: %s (CUDA error %d); %s", r,
+                        api_.errorString(e), e, where.c_str());
         break;
       }
       peerBase_[static_cast<size_t>(r)] = static_cast<char*>(p);
@@ -87,8 +109,10 @@ void DeviceEngine::setupDirect(int device) {
   int32_t mineOk = why.empty() ? 1 : 0;
   std::vector<int32_t> oks(static_cast<size_t>(n));
   host_.allGather(&mineOk, oks.data(), sizeof(int32_t));
-  const bool allOk = std::all_of(oks.begin(), oks.end(), [](int32_t v) { return v == 1; });
-  if (allOk) {
+  for (int r = 0; r < n && why.empty(); ++r)
+    if (oks[static_cast<size_t>(r)] != 1)
+      why = strprintf("rank %d could not open its peers' CUDA IPC buffers (its log says why)", r);
+  if (why.empty()) {
     directState_ = DirectState::kOn;
     directDevice_ = device;
     STRATA_INFO(kLogNet,
@@ -98,14 +122,57 @@ void DeviceEngine::setupDirect(int device) {
     return;
   }
   directState_ = DirectState::kOff;
-  directOffReason_ = why.empty() ? "a peer could not set up CUDA IPC" : why;
-  STRATA_INFO(kLogNet, "rank %d: CUDA IPC direct path off (%s); device all-reduce is staged through host memory", me,
-              directOffReason_.c_str());
+  directOffReason_ = why;
+  // Not what the user asked for, and much slower: a warning, once (set-up runs once per communicator).
+  STRATA_WARN(kLogNet,
+              "rank %d: CUDA IPC direct path off (%s); device all-reduces on this communicator are staged through "
+              "host memory, which is much slower",
+              me, directOffReason_.c_str());
   for (int r = 0; r < n; ++r)
     if (r != me && peerBase_[static_cast<size_t>(r)]) api_.ipcCloseMemHandle(peerBase_[static_cast<size_t>(r)]);
   peerBase_.clear();
   if (ipcBase_) api_.deviceFree(ipcBase_);
   ipcBase_ = nullptr;
+}
+
+void DeviceEngine::noteStaged(std::span<const CollCall> calls) {
+  const auto ar = std::find_if(calls.begin(), calls.end(),
+                               [](const CollCall& c) { return c.kind == CollKind::kAllReduce && c.count > 0; });
+  const int n = host_.size(), me = host_.rank();
+  // IPC set-up failure was logged when it happened; one rank only copies.
+  if (ar == calls.end() || n < 2 || directState_ == DirectState::kOff) return;
+  struct Reason {
+    uint32_t bit;   // stagedNoted_
+    bool expected;  // staged by design or by setting: INFO, not WARN
+    std::string why;
+  } reason;
+  if (!host_.oneHost()) {
+    reason = {1, true, "the ranks are on several hosts"};
+  } else if (directMaxBytes_ == 0) {
+    reason = {2, true, "STRATA_GPU_DIRECT_BYTES=0"};
+  } else if (n > kCudaMaxReduceSources) {
+    reason = {4, false, strprintf("%d ranks on one host; the CUDA IPC path serves 2 to %d", n, kCudaMaxReduceSources)};
+  } else if (calls.size() > 1) {
+    reason = {8, false,
+              strprintf("an all-reduce in a group of %zu calls; the CUDA IPC path takes an all-reduce issued on its "
+                        "own",
+                        calls.size())};
+  } else if (static_cast<int>(ar->op) >= static_cast<int>(strataAvg)) {
+    reason = {
+        16, false,
+        strprintf("op %s; the CUDA IPC path does sum, prod, max and min", ar->op == strataAvg ? "avg" : "PreMulSum")};
+  } else {
+    return;
+  }
+  if (stagedNoted_ & reason.bit) return;
+  stagedNoted_ |= reason.bit;
+  if (reason.expected)
+    STRATA_INFO(kLogColl, "rank %d: device all-reduces are staged through host memory (%s)", me, reason.why.c_str());
+  else
+    STRATA_WARN(kLogColl,
+                "rank %d: device all-reduce staged through host memory, not CUDA IPC (%s), which is much slower; "
+                "logged once per communicator",
+                me, reason.why.c_str());
 }
 
 void DeviceEngine::enqueueDirect(const CollCall& c, Direct kind, void* stream) {

@@ -16,6 +16,24 @@ namespace strata {
 
 using namespace device_detail;
 
+namespace {
+
+// Every setting that a device call's path depends on: directKind and enqueue (direct or staged, one-shot or
+// two-shot, round size) and enqueueStaged (chunks). Ranks that differ would wait for flags no peer raises, or run
+// different host calls. STRATA_TIMEOUT_MS is not here: it sets only this rank's own deadlines.
+struct DeviceSetting {
+  const char* name;
+  size_t Config::*field;
+};
+constexpr DeviceSetting kDeviceSettings[] = {
+    {"STRATA_GPU_DIRECT_BYTES", &Config::gpuDirectMaxBytes},
+    {"STRATA_GPU_ONESHOT_BYTES", &Config::gpuOneShotMaxBytes},
+    {"STRATA_GPU_STAGE_CHUNK_BYTES", &Config::gpuStageChunkBytes},
+};
+constexpr size_t kNumDeviceSettings = sizeof(kDeviceSettings) / sizeof(kDeviceSettings[0]);
+
+}  // namespace
+
 void DeviceEngine::Slot::inputsArrived(void* arg) {
   Slot* s = static_cast<Slot*>(arg);
   {
@@ -104,6 +122,35 @@ void DeviceEngine::check(int err, const char* what) const {
         strprintf("rank %d: %s failed: %s (CUDA error %d)", host_.rank(), what, api_.errorString(err), err));
 }
 
+void DeviceEngine::agreeSettings() {
+  if (!settingsAgreed_) {
+    // Every rank reaches its first single device all-reduce at the same call, whatever its settings say, so the
+    // exchange itself never depends on them.
+    const int n = host_.size(), me = host_.rank();
+    uint64_t mine[kNumDeviceSettings];
+    for (size_t i = 0; i < kNumDeviceSettings; ++i) mine[i] = host_.config().*kDeviceSettings[i].field;
+    std::vector<uint64_t> all(static_cast<size_t>(n) * kNumDeviceSettings);
+    host_.allGather(mine, all.data(), sizeof(mine));
+    settingsAgreed_ = true;
+    std::string differ;
+    for (size_t i = 0; i < kNumDeviceSettings; ++i) {
+      for (int r = 0; r < n; ++r) {
+        const uint64_t theirs = all[static_cast<size_t>(r) * kNumDeviceSettings + i];
+        if (theirs == mine[i]) continue;
+        differ += strprintf("%srank %d has %s=%llu but rank %d has %llu", differ.empty() ? "" : "; ", me,
+                            kDeviceSettings[i].name, static_cast<unsigned long long>(mine[i]), r,
+                            static_cast<unsigned long long>(theirs));
+        break;
+      }
+    }
+    if (!differ.empty())
+      settingsError_ = differ +
+                       ": every rank of a communicator needs the same STRATA_GPU_* settings (a device all-reduce "
+                       "takes its path, rounds and chunks from them)";
+  }
+  if (!settingsError_.empty()) throw InvalidUsage(settingsError_);
+}
+
 void DeviceEngine::joinChain(void* stream) {
   if (chained_ && stream != lastStream_) check(api_.streamWaitEvent(stream, chainEvent_), "cudaStreamWaitEvent");
 }
@@ -141,6 +188,8 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
         strprintf("rank %d: Strata collectives cannot be captured into a CUDA graph yet (the stream "
                   "is capturing); run them outside the capture",
                   host_.rank()));
+  // Before anything is enqueued: a mismatch fails the call on every rank and leaves the stream as it was.
+  if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce && host_.size() > 1) agreeSettings();
   if (!chainEvent_) check(api_.eventCreate(&chainEvent_), "cudaEventCreate");  // on device_ (the guard)
   joinChain(stream);
   if (calls.size() == 1 && soloCopy(calls[0], stream)) {
@@ -179,6 +228,7 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
       enqueueDirect(part, part.count == c.count ? kind : Direct::kTwoShot, stream);
     }
   } else {
+    noteStaged(calls);
     enqueueStaged(calls, stream);
   }
   check(api_.eventRecord(chainEvent_, stream), "cudaEventRecord");

@@ -68,6 +68,13 @@ class DeviceEngine {
   };
   enum class Direct { kNone, kOneShot, kTwoShot };
   Direct directKind(const CollCall& call) const;
+  /// Collective, at the first single device all-reduce: checks that every rank has the same STRATA_GPU_* settings
+  /// (the path, rounds and chunks of an all-reduce follow from them). Throws InvalidUsage naming each setting that
+  /// differs, with this rank's value and a differing rank's, then and at every later device all-reduce.
+  void agreeSettings();
+  /// Logs, once per communicator and reason, why a device all-reduce goes through host memory instead of CUDA IPC:
+  /// a WARN where the user would expect the direct path, an INFO where the staging is by design or by setting.
+  void noteStaged(std::span<const CollCall> calls);
   void enqueueDirect(const CollCall& call, Direct kind, void* stream);
   void enqueueStaged(std::span<const CollCall> calls, void* stream);
   bool soloCopy(const CollCall& call, void* stream);
@@ -94,9 +101,14 @@ class DeviceEngine {
   // Staged path: pinned host slots, reused once the GPU has copied their results out.
   std::deque<std::unique_ptr<Slot>> slots_;
 
+  // Settings agreement (agreeSettings), at the first single device all-reduce.
+  bool settingsAgreed_ = false;
+  std::string settingsError_;  // not empty: the ranks' settings differ, and every device all-reduce fails with it
+
   // Direct path (CUDA IPC), set up collectively at the first eligible call.
   enum class DirectState { kUnset, kOn, kOff } directState_ = DirectState::kUnset;
   std::string directOffReason_;
+  uint32_t stagedNoted_ = 0;  // reasons noteStaged has logged (bit per reason): each once per communicator
   int directDevice_ = -1;
   size_t directMaxBytes_ = 0;    // per-call limit of the direct path (one input region)
   size_t oneShotMaxBytes_ = 0;   // up to here one-shot, above it two-shot

@@ -2,7 +2,8 @@
 // at once on the calling thread (a stream wait spins until the flag is raised), so thread ranks drive the real
 // DeviceEngine end to end without a GPU: staged collectives (buffer ranges, in-place layouts, slots, flags,
 // the worker's hooks), the CUDA IPC direct all-reduce (setup and agreement, one-shot, two-shot, both
-// parities, flag epochs over many calls), group and stream rules, and graph-capture refusal. What this cannot
+// parities, flag epochs over many calls), settings that differ between ranks, the warning when device all-reduces
+// fall back to staging, group and stream rules, and graph-capture refusal. What this cannot
 // show: real CUDA semantics (asynchrony, memory ordering between processes, the kernels); tests/gpu/ does.
 #include <gtest/gtest.h>
 
@@ -15,10 +16,15 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/unique_id.h"
+#include "core/communicator.h"
 #include "kernels/cuda_loader.h"
 #include "kernels/reduce.h"
 #include "strata/strata.h"
 #include "test_util.h"
+#include "util/config.h"
+#include "util/error.h"
 #include "util/tsan.h"
 
 namespace strata {
@@ -146,7 +152,7 @@ class FakeCudaApi final : public CudaApi {
   }
 
   std::atomic<int> copies{0}, reduces{0}, maxSources{0}, ipcOpens{0};
-  bool failIpcOpen = false;
+  std::atomic<bool> failIpcOpen{false};
   std::atomic<bool> multiDevice{false}, stuck{false};
 };
 
@@ -251,6 +257,47 @@ TEST(DeviceEngine, FailedIpcSetupFallsBackToStagedOnEveryRank) {
   EXPECT_EQ(f.api.reduces.load(), 0);  // every all-reduce ran staged, with the host kernels
 }
 
+// IPC set-up failure is a slow path the user did not ask for, so it is a WARN, once per communicator however many
+// calls it slows, naming the CUDA call that failed and its error. Log settings are read once per process, so the
+// check runs in a fresh process (a threadsafe death test re-executes this binary) with STRATA_DEBUG=WARN; the child
+// captures its stderr, checks the results (staged, correct) and the warnings, and exits 0 only if all hold.
+TEST(DeviceEngine, FailedIpcSetupWarnsOncePerCommunicator) {
+  const std::string style = GTEST_FLAG_GET(death_test_style);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  setenv("STRATA_DEBUG", "WARN", 1);
+  auto child = [] {
+    Fixture f;
+    f.api.failIpcOpen = true;
+    constexpr int n = 3;
+    std::atomic<int> wrong{0};
+    testing::internal::CaptureStderr();
+    onRanks(n, [&](int r, strataComm_t comm) {
+      for (size_t count : {7, 70001, 7, 1000}) {  // four all-reduces: one warning
+        std::vector<float> in(count), dev(count), host(count);
+        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(valueOf(r, i));
+        if (strataAllReduce(in.data(), dev.data(), count, strataFloat32, strataSum, comm, stream(r)) != strataSuccess ||
+            strataAllReduce(in.data(), host.data(), count, strataFloat32, strataSum, comm, nullptr) != strataSuccess ||
+            dev != host)
+          ++wrong;
+      }
+    });
+    const std::string log = testing::internal::GetCapturedStderr();
+    int warnings = 0;
+    for (size_t at = log.find("CUDA IPC direct path off"); at != std::string::npos;
+         at = log.find("CUDA IPC direct path off", at + 1))
+      ++warnings;
+    std::fprintf(stderr, "%s", log.c_str());
+    std::fprintf(stderr, "child: %d warnings, %d wrong results, %d reduce kernels\n", warnings, wrong.load(),
+                 f.api.reduces.load());
+    std::_Exit(warnings == n && wrong == 0 && f.api.reduces == 0 ? 0 : 1);
+  };
+  EXPECT_EXIT(child(), testing::ExitedWithCode(0),
+              "STRATA WARN [^\n]*CUDA IPC direct path off [^\n]*cudaIpcOpenMemHandle[^\n]*fake error \\(CUDA error "
+              "1\\)[^\n]*staged through host memory");
+  unsetenv("STRATA_DEBUG");
+  GTEST_FLAG_SET(death_test_style, style);
+}
+
 // Large staged all-reduces run as a pipeline of chunk all-reduces (here 4 KiB chunks, CUDA IPC off): in
 // place and out of place, counts that do not divide into chunks, and an integer Avg (divided per chunk).
 TEST(DeviceEngine, StagedAllReduceInChunks) {
@@ -266,6 +313,110 @@ TEST(DeviceEngine, StagedAllReduceInChunks) {
   EXPECT_EQ(f.api.reduces.load(), 0);
   // 70001 floats in 4 KiB chunks: 69 chunks in and 69 out per rank and call, not one copy each way.
   EXPECT_GT(f.api.copies.load() - copiesBefore, 3 * 2 * 2 * 69);
+}
+
+// Ranks with a Config each (strataCommInitRank reads the one environment of this process), called through the
+// communicator's device entry point, as the C API calls it.
+template <class F>
+void onConfiguredRanks(const std::vector<Config>& configs, F body) {
+  strataUniqueId id;
+  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  const UniqueIdInfo info = decodeUniqueId(id);
+  const int n = static_cast<int>(configs.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      const Config& c = configs[static_cast<size_t>(r)];
+      try {
+        std::shared_ptr<CommImpl> comm = CommImpl::create(c, Bootstrap::connect(c, info, r, n));
+        body(r, *comm);
+        comm->destroy();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+}
+
+Config gpuTestConfig() {
+  Config c = Config::fromEnv();
+  c.timeoutMs = 20000;  // a mismatch that slipped through fails the test instead of hanging it
+  return c;
+}
+
+// A device all-reduce through the engine and the same on the host; true if both succeed and agree.
+bool deviceMatchesHost(CommImpl& comm, int r, size_t count, strataRedOp_t op, strataDataType_t dt = strataFloat32) {
+  const size_t es = dtypeSize(dt);
+  std::vector<char> in(count * es), dev(count * es), host(count * es);
+  for (size_t i = 0; i < count; ++i) storeFromDouble(in.data(), i, dt, valueOf(r, i));
+  CollCall d{CollKind::kAllReduce, in.data(), dev.data(), count, dt, op, 0, -1};
+  d.device = true;
+  d.stream = stream(r);
+  CollCall h{CollKind::kAllReduce, in.data(), host.data(), count, dt, op, 0, -1};
+  comm.runDevice(std::span<const CollCall>(&d, 1));
+  comm.run(std::span<const CollCall>(&h, 1));
+  return dev == host;
+}
+
+struct GpuSetting {
+  const char* name;
+  size_t Config::*field;
+  size_t value;  // what one rank sets
+};
+const GpuSetting kGpuSettings[] = {
+    {"STRATA_GPU_DIRECT_BYTES", &Config::gpuDirectMaxBytes, 65536},
+    {"STRATA_GPU_DIRECT_BYTES", &Config::gpuDirectMaxBytes, 0},  // the path off on one rank only
+    {"STRATA_GPU_ONESHOT_BYTES", &Config::gpuOneShotMaxBytes, 1024},
+    {"STRATA_GPU_STAGE_CHUNK_BYTES", &Config::gpuStageChunkBytes, 4096},
+};
+
+// The device path's choices (direct or staged, one-shot or two-shot, round and chunk sizes) follow the STRATA_GPU_*
+// settings, so ranks that differ would wait for each other's flags forever or combine different pieces. The first
+// device all-reduce compares them: every rank fails it (and every later one) with InvalidUsage naming the setting,
+// its own value and a rank that differs with that rank's value, and nothing is enqueued; host calls still work.
+TEST(DeviceEngine, GpuSettingsThatDifferFailOnEveryRank) {
+  Fixture f;
+  constexpr int n = 3, odd = 2;  // rank 2 differs
+  for (const GpuSetting& s : kGpuSettings) {
+    std::vector<Config> configs(n, gpuTestConfig());
+    configs[odd].*s.field = s.value;
+    onConfiguredRanks(configs, [&](int r, CommImpl& comm) {
+      const size_t mine = configs[static_cast<size_t>(r)].*s.field;
+      const int other = r == odd ? 0 : odd;
+      const size_t theirs = configs[static_cast<size_t>(other)].*s.field;
+      const std::string expected = strprintf("rank %d has %s=%zu but rank %d has %zu", r, s.name, mine, other, theirs);
+      for (size_t count : {1000, 70001}) {  // the first call compares; the second fails the same way
+        try {
+          deviceMatchesHost(comm, r, count, strataSum);
+          ADD_FAILURE() << "rank " << r << ": " << s.name << " differs, yet a device all-reduce of " << count
+                        << " floats was accepted";
+        } catch (const InvalidUsage& e) {
+          EXPECT_NE(std::string(e.what()).find(expected), std::string::npos)
+              << "rank " << r << ": " << e.what() << "\nexpected: " << expected;
+        }
+      }
+      // Nothing was enqueued: the communicator still runs host calls.
+      std::vector<float> x(64, 1.0f), y(64, 0.0f);
+      CollCall h{CollKind::kAllReduce, x.data(), y.data(), 64, strataFloat32, strataSum, 0, -1};
+      comm.run(std::span<const CollCall>(&h, 1));
+      EXPECT_EQ(y[63], static_cast<float>(n));
+    });
+  }
+  EXPECT_EQ(f.api.reduces.load(), 0);  // no rank ran the direct path
+}
+
+// Equal settings, none of them the default, agree: direct one-shot and two-shot in 64 KiB rounds, staged chunks.
+TEST(DeviceEngine, EqualGpuSettingsAgree) {
+  Fixture f;
+  std::vector<Config> configs(3, gpuTestConfig());
+  for (const GpuSetting& s : kGpuSettings)
+    if (s.value)
+      for (Config& c : configs) c.*s.field = s.value;
+  onConfiguredRanks(configs, [&](int r, CommImpl& comm) {
+    for (size_t count : {100, 1000, 70001}) EXPECT_TRUE(deviceMatchesHost(comm, r, count, strataSum)) << count;
+    EXPECT_TRUE(deviceMatchesHost(comm, r, 70001, strataAvg, strataInt32));  // staged in 4 KiB chunks
+  });
+  EXPECT_GT(f.api.reduces.load(), 0);
 }
 
 TEST(DeviceEngine, AvgAndPreMulSumAreStaged) {
