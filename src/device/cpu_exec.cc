@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,6 +75,7 @@ uint32_t runRankOnCpu(CpuDeviceWorld& world, int rank, const DevPlan& plan, cons
   const uint64_t deadline = call.timeoutNs ? devproto::HostPolicy::nowNs() + call.timeoutNs : 0;
 
   const int lanes = plan.lanes();
+  uint32_t lanesDone = 0;  // the runner's "device memory" for the last-lane count of integer Avg
   std::vector<devproto::LaneArgs> args(static_cast<size_t>(lanes));
   for (int l = 0; l < lanes; ++l) {
     devproto::LaneArgs& a = args[static_cast<size_t>(l)];
@@ -90,20 +92,32 @@ uint32_t runRankOnCpu(CpuDeviceWorld& world, int rank, const DevPlan& plan, cons
     a.op = call.op;
     a.preMul = call.preMul;
     a.preMulInt = call.preMulInt;
+    a.postDiv = call.postDiv;
+    a.recvElems = call.recvElems;
+    a.lanesDone = &lanesDone;
+    a.nlanes = static_cast<uint32_t>(lanes);
     a.abortWord = world.abortWord(rank);
     a.stopWord = world.stopWord(rank);
     a.deadlineNs = deadline;
     a.failure = world.failure(rank);
   }
-  const devproto::HostPolicy policy;
+  const uint32_t per = call.threadsPerLane == 0 ? 1 : call.threadsPerLane;
   std::vector<uint32_t> codes(static_cast<size_t>(lanes), 0);
-  if (lanes == 1) {
-    codes[0] = devproto::runLane(policy, args[0]);
+  if (lanes == 1 && per == 1) {
+    codes[0] = devproto::runLane(devproto::HostPolicy{}, args[0]);
   } else {
+    std::vector<std::unique_ptr<devproto::HostGroup>> groups;
+    for (int l = 0; l < lanes; ++l) groups.push_back(per > 1 ? std::make_unique<devproto::HostGroup>(per) : nullptr);
     std::vector<std::thread> threads;
-    for (int l = 0; l < lanes; ++l)
-      threads.emplace_back(
-          [&, l] { codes[static_cast<size_t>(l)] = devproto::runLane(policy, args[static_cast<size_t>(l)]); });
+    for (int l = 0; l < lanes; ++l) {
+      for (uint32_t t = 0; t < per; ++t) {
+        threads.emplace_back([&, l, t] {
+          const devproto::HostPolicy policy{groups[static_cast<size_t>(l)].get(), t};
+          const uint32_t code = devproto::runLane(policy, args[static_cast<size_t>(l)]);
+          if (t == 0) codes[static_cast<size_t>(l)] = code;
+        });
+      }
+    }
     for (auto& t : threads) t.join();
   }
   for (uint32_t c : codes)

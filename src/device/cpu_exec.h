@@ -51,11 +51,14 @@ struct CpuCall {
   ReduceKind op = ReduceKind::kSum;
   double preMul = 1.0;
   int64_t preMulInt = 1;
-  uint64_t timeoutNs = 0;  // 0: no deadline
+  uint64_t postDiv = 1;         // integer Avg: results divided by this (1: none)
+  uint64_t recvElems = 0;       // this rank's results (for postDiv)
+  uint64_t timeoutNs = 0;       // 0: no deadline
+  uint32_t threadsPerLane = 1;  // >1: each lane is a group of threads, as a thread block is on the GPU
 };
 
-/// Runs rank `rank`'s part of `plan` on CPU threads, one per lane, and returns when every lane has finished or
-/// stopped: kFailNone, or the first failure's code (details in *world.failure(rank)).
+/// Runs rank `rank`'s part of `plan` on CPU threads, call.threadsPerLane per lane, and returns when every lane has
+/// finished or stopped: kFailNone, or the first failure's code (details in *world.failure(rank)).
 uint32_t runRankOnCpu(CpuDeviceWorld& world, int rank, const DevPlan& plan, const CpuCall& call);
 
 }  // namespace strata

@@ -77,6 +77,8 @@ struct DevOp {
   uint64_t count;  // elements
 };
 
+static_assert(sizeof(DevOp) == 40, "DevOp is 40 bytes");
+
 /// What a lane needs: its ops, the rank's buffers and connections, the stop conditions.
 struct LaneArgs {
   const DevOp* ops;
@@ -90,8 +92,15 @@ struct LaneArgs {
   ProtoConfig cfg;
   strataDataType_t dtype;
   ReduceKind op;
-  double preMul;              // float types: multiply every element read from the send buffer (1: none)
-  int64_t preMulInt;          // integer types: the same in the type's arithmetic (1: none)
+  double preMul;      // float types: multiply every element read from the send buffer (1: none)
+  int64_t preMulInt;  // integer types: the same in the type's arithmetic (1: none)
+  // Integer Avg: once every lane has finished, the last one divides this rank's recvElems results by postDiv
+  // (truncating, as the host's divideBy); lanesDone counts finished lanes (nlanes of them) and is reset to 0 by the
+  // last, so a replayed kernel starts from 0 again.
+  uint64_t postDiv;  // 1: none
+  uint64_t recvElems;
+  uint32_t* lanesDone;
+  uint32_t nlanes;
   const uint32_t* abortWord;  // nonzero: stop (strataCommAbort, a dead peer)
   uint32_t* stopWord;         // this rank's: a lane that fails sets it so the others stop too
   uint64_t deadlineNs;        // P::nowNs() past this: time out (0: none)

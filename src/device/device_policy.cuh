@@ -44,7 +44,7 @@ struct DevicePolicy {
   __device__ uint32_t nthreads() const { return blockDim.x; }
   __device__ void sync() const { __syncthreads(); }
   // The leader's value, seen by every thread of the block.
-  __device__ uint32_t broadcastFailure(uint32_t v) const {
+  __device__ uint32_t broadcast(uint32_t v) const {
     if (threadIdx.x == 0) *shared = v;
     __syncthreads();
     const uint32_t out = *shared;

@@ -1,17 +1,32 @@
-// The CPU execution policy of the device protocol (device/proto.h): a lane's group is one CPU thread; atomics are
+// The CPU execution policy of the device protocol (device/proto.h): a lane's group is one CPU thread, or several
+// (HostGroup: a barrier in place of __syncthreads, a shared word in place of the block's shared memory, so the
+// leader-waits-then-everyone-moves structure the GPU runs is exercised on the CPU too); atomics are
 // std::atomic_ref on the shared memory the ranks map (a shared mapping in place of CUDA IPC); the clock is
 // steady_clock; waiting spins briefly, then yields, then sleeps, so ranks sharing few cores never starve each
 // other (a busy-wait without back-off looks like a hang on a 2-core machine).
 #pragma once
 
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <thread>
 
 namespace strata::devproto {
 
+/// What the threads of one lane share (one per lane of a call): the block's barrier and shared words.
+struct HostGroup {
+  explicit HostGroup(uint32_t threads) : size(threads), barrier(static_cast<std::ptrdiff_t>(threads)) {}
+  uint32_t size;
+  std::barrier<> barrier;
+  uint32_t word = 0;                // broadcast: written by the leader between two barriers
+  std::atomic<uint32_t> orWord{0};  // anyFailed
+};
+
 struct HostPolicy {
+  HostGroup* group = nullptr;  // nullptr: a group of one thread
+  uint32_t thread = 0;         // this thread's index in the group
+
   template <class T>
   static T loadAcquire(const T* p) {
     return std::atomic_ref<T>(*const_cast<T*>(p)).load(std::memory_order_acquire);
@@ -40,13 +55,34 @@ struct HostPolicy {
             .count());
   }
 
-  // The group: one thread.
-  uint32_t tid() const { return 0; }
-  uint32_t nthreads() const { return 1; }
-  void sync() const {}
-  uint32_t broadcastFailure(uint32_t v) const { return v; }
-  uint32_t anyFailed(uint32_t v) const { return v; }
-  // The release store of a head already orders the data for the one thread that wrote it.
+  // The group.
+  uint32_t tid() const { return thread; }
+  uint32_t nthreads() const { return group ? group->size : 1; }
+  void sync() const {
+    if (group) group->barrier.arrive_and_wait();
+  }
+  // The leader's value, seen by every thread.
+  uint32_t broadcast(uint32_t v) const {
+    if (!group) return v;
+    if (thread == 0) group->word = v;
+    sync();
+    const uint32_t out = group->word;
+    sync();
+    return out;
+  }
+  // Nonzero on every thread when any thread passed nonzero (__syncthreads_or).
+  uint32_t anyFailed(uint32_t v) const {
+    if (!group) return v;
+    if (v != 0) group->orWord.store(1, std::memory_order_relaxed);
+    sync();
+    const uint32_t out = group->orWord.load(std::memory_order_relaxed);
+    sync();
+    if (thread == 0) group->orWord.store(0, std::memory_order_relaxed);
+    sync();
+    return out;
+  }
+  // The group's writes reach the leader through the barrier (happens-before), and its release store of a head
+  // publishes them: nothing more is needed on the CPU.
   void fenceSystem() const {}
   void backoff(uint32_t spins) const {
     if (spins < 64) return;

@@ -232,7 +232,7 @@ struct OpRunner {
               waitFor(p, a, opIndex, o.sendPeer, 0, [&] { return sstep - P::loadAcquire(&c->tail) < a.cfg.nslots; });
         }
       }
-      if (p.broadcastFailure(failed) != kFailNone) return kFailAborted;
+      if (p.broadcast(failed) != kFailNone) return kFailAborted;
       const S* in = recvs ? reinterpret_cast<const S*>(simpleSlot(rmem, a.cfg, rstep)) : nullptr;
       S* out = sends ? reinterpret_cast<S*>(simpleSlot(smem, a.cfg, sstep)) : nullptr;
       for (uint64_t i = p.tid(); i < n; i += p.nthreads()) {
@@ -278,7 +278,7 @@ struct OpRunner {
         ConnCtrl* c = connCtrl(smem);
         failed = waitFor(p, a, opIndex, o.sendPeer, 0, [&] { return sstep - P::loadAcquire(&c->tail) < a.cfg.nslots; });
       }
-      if (p.broadcastFailure(failed) != kFailNone) return kFailAborted;
+      if (p.broadcast(failed) != kFailNone) return kFailAborted;
       const uint32_t rflag = static_cast<uint32_t>(rstep + 1), sflag = static_cast<uint32_t>(sstep + 1);
       uint64_t* inLines = recvs ? llSlot(rmem, a.cfg, rstep) : nullptr;
       uint64_t* outLines = sends ? llSlot(smem, a.cfg, sstep) : nullptr;
@@ -365,6 +365,39 @@ struct OpRunner {
   }
 };
 
+// x / d truncating toward zero, as the host's divideBy (d >= 1).
+template <class T>
+STRATA_HD_INLINE T divideTruncating(T x, uint64_t d) {
+  if constexpr (std::is_signed_v<T>) {
+    if (d > static_cast<uint64_t>(INT64_MAX)) {
+      // |x| < d for every x except INT64_MIN when d is exactly 2^63.
+      return (static_cast<int64_t>(x) == INT64_MIN && d == static_cast<uint64_t>(INT64_MAX) + 1) ? T(-1) : T(0);
+    }
+    return static_cast<T>(static_cast<int64_t>(x) / static_cast<int64_t>(d));
+  } else {
+    return static_cast<T>(static_cast<uint64_t>(x) / d);
+  }
+}
+
+// Integer Avg's division, by the last lane to finish (see LaneArgs::postDiv).
+template <class P, class E>
+STRATA_HD void postDivide(const P& p, const LaneArgs& a) {
+  using S = typename E::Storage;
+  if constexpr (std::is_integral_v<S>) {
+    p.sync();  // every thread of this lane is done with its writes
+    uint32_t last = 0;
+    if (p.tid() == 0) {
+      p.fenceSystem();
+      last = P::fetchAddU32(a.lanesDone, 1u) == a.nlanes - 1 ? 1u : 0u;
+    }
+    if (p.broadcast(last) == 0) return;
+    S* out = static_cast<S*>(a.bufs[kBufRecv]);
+    for (uint64_t i = p.tid(); i < a.recvElems; i += p.nthreads()) out[i] = divideTruncating<S>(out[i], a.postDiv);
+    p.sync();
+    if (p.tid() == 0) P::storeRelaxed(a.lanesDone, 0u);
+  }
+}
+
 template <class P, class E, ReduceKind K>
 STRATA_HD uint32_t runLaneTyped(const P& p, const LaneArgs& a) {
   OpRunner<P, E, K> r{p, a, 0};
@@ -372,6 +405,7 @@ STRATA_HD uint32_t runLaneTyped(const P& p, const LaneArgs& a) {
     r.opIndex = static_cast<int>(i);
     if (r.run(a.ops[i]) != kFailNone) return P::loadRelaxed(&a.failure->code);
   }
+  if (a.postDiv > 1 && a.lanesDone != nullptr) postDivide<P, E>(p, a);
   return kFailNone;
 }
 

@@ -55,12 +55,16 @@ struct Case {
   bool inPlace = false;
   strataDataType_t dtype = strataFloat32;
   ReduceKind op = ReduceKind::kSum;
-  double preMul = 1.0;  // PreMulSum (float types) or its integer factor
+  double preMul = 1.0;   // PreMulSum (float types) or its integer factor
+  uint64_t postDiv = 1;  // integer Avg
+  uint32_t threads = 1;  // per lane: >1 runs each lane as a group, as a thread block
   std::string str() const {
     return std::string(collName(kind)) + "/" + algorithm + " n=" + std::to_string(nranks) +
            " count=" + std::to_string(count) + " root=" + std::to_string(root) + (inPlace ? " in-place" : "") +
            " dtype=" + std::to_string(dtype) + " op=" + std::to_string(static_cast<int>(op)) +
-           (preMul != 1.0 ? " premul=" + std::to_string(preMul) : "");
+           (preMul != 1.0 ? " premul=" + std::to_string(preMul) : "") +
+           (postDiv != 1 ? " postdiv=" + std::to_string(postDiv) : "") +
+           (threads > 1 ? " threads/lane=" + std::to_string(threads) : "");
   }
 };
 
@@ -182,6 +186,9 @@ std::vector<uint32_t> runDevice(CpuDeviceWorld& dw, const Case& c, World& w, uin
       call.preMul = dtypeIsFloat(c.dtype) ? c.preMul : 1.0;
       call.preMulInt = dtypeIsFloat(c.dtype) ? 1 : static_cast<int64_t>(c.preMul);
       call.timeoutNs = timeoutNs;
+      call.threadsPerLane = c.threads;
+      call.postDiv = c.postDiv;
+      call.recvElems = recvElems(c, r);
       codes[ur] = runRankOnCpu(dw, r, dplans[ur], call);
     });
   }
@@ -207,6 +214,13 @@ void runReference(const Case& c, World& w, const ProtoConfig& cfg) {
     bufs.push_back(b);
   }
   interpretPlans(w.plans, bufs, c.dtype, c.op, InterpreterOptions{cfg.pieceBytes, static_cast<int>(cfg.nslots)});
+  if (c.postDiv != 1) {
+    for (int r = 0; r < c.nranks; ++r) {
+      const size_t rn = recvElems(c, r);
+      if (rn)
+        divideBy(w.mem[static_cast<size_t>(r)].recvPtr, w.mem[static_cast<size_t>(r)].recvPtr, rn, c.dtype, c.postDiv);
+    }
+  }
 }
 
 // Runs case c through the device protocol and the host path; expects the receive buffers equal bit for bit and
@@ -312,6 +326,36 @@ TEST(DeviceProto, EveryDtypeAndOp) {
   }
 }
 
+// Lanes as groups of 2-4 threads, as thread blocks on the GPU: the leader waits for Simple slots and broadcasts its
+// verdict, every thread waits for its own LL lines, the group moves the data between barriers.
+TEST(DeviceProto, LanesAsThreadGroups) {
+  size_t k = 0;
+  for (const ProtoConfig& cfg : {kSmall, kAllLL}) {
+    for (int n = 1; n <= 5; ++n) {
+      CpuDeviceWorld dw(n, cfg);
+      for (CollKind kind : kKinds) {
+        for (const std::string& algo : algorithmsFor(kind)) {
+          for (size_t count : {size_t{1}, static_cast<size_t>(7 * n + 3), size_t{301}}) {
+            Case c;
+            c.kind = kind;
+            c.algorithm = algo;
+            c.nranks = n;
+            c.count = count;
+            c.inPlace = k % 2 == 1;
+            c.root = (kind == CollKind::kBroadcast || kind == CollKind::kReduce) ? static_cast<int>(k % n) : 0;
+            c.dtype = kAllTypes[k % std::size(kAllTypes)];
+            c.op = kAllOps[(k / 3) % std::size(kAllOps)];
+            c.threads = 2 + static_cast<uint32_t>(k % 3);
+            ++k;
+            checkCase(dw, c, k);
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
 // PreMulSum (and float Avg, which is PreMulSum by 1/n) in the executor: elements read from the send buffer are
 // multiplied as the host's private pre-scaled copy is.
 TEST(DeviceProto, PreMulSumInTheExecutor) {
@@ -327,6 +371,33 @@ TEST(DeviceProto, PreMulSumInTheExecutor) {
       c.preMul = dtypeIsFloat(dt) ? 0.25 : 3.0;
       checkCase(dw, c, count * 31 + static_cast<size_t>(dt));
       if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// Avg: float types pre-multiply by 1/n in the executor; integer types sum, then the last lane to finish divides by n.
+TEST(DeviceProto, AvgInTheExecutor) {
+  for (int n : {3, 5}) {
+    CpuDeviceWorld dw(n, kSmall);
+    size_t k = 0;
+    for (CollKind kind : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kReduce}) {
+      for (const std::string& algo : algorithmsFor(kind)) {
+        for (strataDataType_t dt : kAllTypes) {
+          Case c;
+          c.kind = kind;
+          c.algorithm = algo;
+          c.nranks = n;
+          c.count = k % 2 ? 257 : 6;
+          c.root = n - 1;
+          c.dtype = dt;
+          c.threads = k % 3 == 0 ? 3 : 1;
+          if (dtypeIsFloat(dt)) c.preMul = 1.0 / n;
+          else c.postDiv = static_cast<uint64_t>(n);
+          ++k;
+          checkCase(dw, c, k);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
     }
   }
 }
@@ -353,6 +424,7 @@ TEST(DeviceProto, RandomCallsMatchHostPath) {
     c.root = static_cast<int>(rng() % static_cast<uint64_t>(c.nranks));
     c.dtype = kAllTypes[rng() % std::size(kAllTypes)];
     c.op = kAllOps[rng() % std::size(kAllOps)];
+    c.threads = rng() % 4 == 0 ? 2 + static_cast<uint32_t>(rng() % 3) : 1;
     checkCase(*worlds[static_cast<size_t>(c.nranks - 1)], c, static_cast<uint64_t>(i));
     if (::testing::Test::HasFatalFailure()) return;
   }
@@ -387,6 +459,7 @@ TEST(DeviceProto, AbortEndsEveryWait) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     for (int r = 0; r < n; ++r) std::atomic_ref<uint32_t>(*dw.abortWord(r)).store(1);
   });
+  c.threads = 3;
   const auto codes = runDevice(dw, c, w, 0, absent);
   aborter.join();
   const double took = secondsSince(t0);

@@ -7,9 +7,12 @@
 // buffers on a non-blocking stream. Inputs are uploaded before the call; after it, a kernel (Strata's own copy
 // kernel) enqueued on the same stream copies every buffer and the copy is read back, so a result that is not
 // complete in stream order fails the check. --device also checks that capturing a collective into a CUDA graph
-// is refused with a clear error. --probe exits 0 when a CUDA device is usable and 77 (CTest's skip code)
-// with the reason otherwise.
+// is refused with a clear error (rank 0 prints what the call returned). --probe exits 0 when a CUDA device is
+// usable and 77 (CTest's skip code) with the reason otherwise.
+// --no-sync K (with --device): instead of the matrix, K calls issued back to back on two streams with no host
+// synchronisation between them, sizes cycling through every path of the device engine (asyncStress below).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -356,6 +359,116 @@ void runAll(strataComm_t comm, const std::vector<size_t>& counts, const std::vec
   }
 }
 
+#ifdef STRATA_TEST_CUDA
+// ---- --no-sync K: calls in flight ---------------------------------------------------------------------------
+// K calls issued back to back, alternating between two streams, with no host synchronisation until all are
+// issued, so several are in flight at once: the direct path's two parities and epochs and the staged path's
+// slots are reused under real asynchrony (the matrix above waits after every call). The sizes cycle through
+// every path with the default thresholds (STRATA_GPU_ONESHOT_BYTES 256 KiB, STRATA_GPU_DIRECT_BYTES 4 MiB):
+// one-shot, two-shot, two-shot in rounds, and staged (Avg all-reduces and all-gathers never take the direct
+// path). Every call has its own buffers and inputs that depend on its index, so a call that read another call's
+// data, or completed after its stream said it had, is caught when every result is read back at the end.
+struct AsyncCase {
+  const char* path;
+  bool allGather;
+  strataDataType_t t;
+  int op;
+  size_t count;
+};
+const AsyncCase kAsyncCases[] = {
+    {"one-shot", false, strataFloat32, strataSum, 1000},        // 4 KB
+    {"two-shot", false, strataBfloat16, strataMax, 300001},     // 600 KB
+    {"rounds", false, strataFloat32, strataSum, 1310723},       // 5 MiB: two rounds of at most 4 MiB
+    {"staged", false, strataFloat32, strataAvg, 70001},         // Avg: the host path's rounding
+    {"staged allgather", true, strataInt32, strataSum, 70001},  // every all-gather is staged
+};
+
+struct AsyncCall {
+  const AsyncCase* c;
+  bool inPlace;
+  size_t shift;  // input of element i is value(.., i + shift): different for every call
+  Buffer send, recv;
+  char* dsend = nullptr;
+  char* drecv = nullptr;
+  AsyncCall(const AsyncCase* kase, bool inPlaceCall, size_t shiftBy, size_t sendCount, size_t recvCount)
+      : c(kase), inPlace(inPlaceCall), shift(shiftBy), send(sendCount, kase->t), recv(recvCount, kase->t) {}
+};
+
+void asyncStress(strataComm_t comm, int calls) {
+  const size_t n = static_cast<size_t>(gSize), r = static_cast<size_t>(gRank);
+  const size_t ncases = sizeof(kAsyncCases) / sizeof(kAsyncCases[0]);
+  cudaStream_t streams[2] = {static_cast<cudaStream_t>(gStream), nullptr};
+  CUDA_OK(cudaStreamCreateWithFlags(&streams[1], cudaStreamNonBlocking));
+  std::vector<AsyncCall> all;
+  all.reserve(static_cast<size_t>(calls));
+  long perPath[sizeof(kAsyncCases) / sizeof(kAsyncCases[0])] = {};
+  for (int k = 0; k < calls; ++k) {
+    const AsyncCase* c = &kAsyncCases[static_cast<size_t>(k) % ncases];
+    ++perPath[static_cast<size_t>(k) % ncases];
+    const bool inPlace = (static_cast<size_t>(k) / ncases) % 2 == 1;
+    const size_t shift = static_cast<size_t>(k) * 1009;
+    AsyncCall& a = all.emplace_back(c, inPlace, shift, c->count, c->allGather ? n * c->count : c->count);
+    // Inputs: an all-gather's in-place input is this rank's block of the receive buffer.
+    for (size_t i = 0; i < c->count; ++i) {
+      const double v = value(c->allGather ? strataSum : valueOp(c->op), c->t, gRank, i + shift);
+      if (c->allGather && inPlace) a.recv.set(r * c->count + i, v);
+      else a.send.set(i, v);
+    }
+    CUDA_OK(cudaMalloc(&a.dsend, a.send.bytes.size()));
+    CUDA_OK(cudaMalloc(&a.drecv, a.recv.bytes.size()));
+    CUDA_OK(cudaMemcpy(a.dsend, a.send.bytes.data(), a.send.bytes.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(a.drecv, a.recv.bytes.data(), a.recv.bytes.size(), cudaMemcpyHostToDevice));
+  }
+  CUDA_OK(cudaDeviceSynchronize());
+  // Every rank starts issuing together (a host barrier), then never waits until all K are issued.
+  CHECK_OK(strataBarrier(comm, nullptr));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t k = 0; k < all.size(); ++k) {
+    AsyncCall& a = all[k];
+    const AsyncCase& c = *a.c;
+    strataStream_t s = streams[k % 2];
+    const size_t bytes = c.count * strata::dtypeSize(c.t);
+    if (c.allGather) {
+      const void* in = a.inPlace ? a.drecv + r * bytes : a.dsend;
+      CHECK_OK(strataAllGather(in, a.drecv, c.count, c.t, comm, s));
+    } else {
+      void* out = a.inPlace ? a.dsend : a.drecv;
+      CHECK_OK(strataAllReduce(a.dsend, out, c.count, c.t, static_cast<strataRedOp_t>(c.op), comm, s));
+    }
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  CUDA_OK(cudaStreamSynchronize(streams[0]));
+  CUDA_OK(cudaStreamSynchronize(streams[1]));
+  const auto t2 = std::chrono::steady_clock::now();
+  for (AsyncCall& a : all) {
+    const AsyncCase& c = *a.c;
+    const bool inSend = a.inPlace && !c.allGather;  // an in-place all-reduce's result is in its send buffer
+    Buffer& out = inSend ? a.send : a.recv;
+    CUDA_OK(cudaMemcpy(out.bytes.data(), inSend ? a.dsend : a.drecv, out.bytes.size(), cudaMemcpyDeviceToHost));
+    const char* what = c.allGather ? "no-sync allgather" : "no-sync allreduce";
+    if (c.allGather) {
+      for (size_t j = 0; j < n; ++j)
+        for (size_t i = 0; i < c.count; ++i)
+          expect(what, c.t, -1, c.count, a.inPlace, j * c.count + i, out.get(j * c.count + i),
+                 value(strataSum, c.t, static_cast<int>(j), i + a.shift));
+    } else {
+      for (size_t i = 0; i < c.count; ++i)
+        expect(what, c.t, c.op, c.count, a.inPlace, i, out.get(i), expectedReduction(c.op, c.t, i + a.shift, 1.0));
+    }
+    CUDA_OK(cudaFree(a.dsend));
+    CUDA_OK(cudaFree(a.drecv));
+  }
+  CUDA_OK(cudaStreamDestroy(streams[1]));
+  if (gRank == 0) {
+    const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    std::printf("no-sync: %d calls in flight on 2 streams, issued in %.1f ms, complete %.1f ms later; per path:", calls,
+                ms(t1 - t0), ms(t2 - t1));
+    for (size_t i = 0; i < ncases; ++i) std::printf(" %s %ld", kAsyncCases[i].path, perPath[i]);
+    std::printf("\n");
+  }
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -363,6 +476,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> colls;
   std::vector<std::string> algos = {""};
   int fakeHosts = 0;  // > 0: the per-algorithm communicators see K ranks per "host" (STRATA_HOSTID)
+  int noSync = 0;     // > 0: --no-sync K, the asynchronous stress instead of the matrix (device only)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--counts" && i + 1 < argc) {
@@ -374,6 +488,12 @@ int main(int argc, char** argv) {
       algos = splitList(argv[++i], ';');
     } else if (a == "--fake-hosts" && i + 1 < argc) {
       fakeHosts = std::atoi(argv[++i]);
+    } else if (a == "--no-sync" && i + 1 < argc) {
+      noSync = std::atoi(argv[++i]);
+      if (noSync < 1) {
+        std::fprintf(stderr, "--no-sync K: K must be a number of calls >= 1, got '%s'\n", argv[i]);
+        return 2;
+      }
     } else if (a == "--device" || a == "--probe") {
 #ifdef STRATA_TEST_CUDA
       int ndev = 0;
@@ -391,10 +511,14 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--counts a,b] [--colls x,y] [--algos 'allreduce:ring;allreduce:oneshot'] "
-                   "[--fake-hosts K]\n",
+                   "[--fake-hosts K] [--device [--no-sync K]] [--probe]\n",
                    argv[0]);
       return 2;
     }
+  }
+  if (noSync > 0 && !gDevice) {
+    std::fprintf(stderr, "--no-sync K needs --device: host calls return when they are complete\n");
+    return 2;
   }
   strataComm_t world;
   CHECK_OK(strataCommInitFromEnv(&world));
@@ -411,7 +535,8 @@ int main(int argc, char** argv) {
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     gStream = s;
     size_t largest = 0;
-    for (size_t c : counts) largest = std::max(largest, c);
+    if (noSync == 0)  // --no-sync allocates its own buffers: the arena holds the capture probe only
+      for (size_t c : counts) largest = std::max(largest, c);
     // Per call at most: send and recv of n * count elements of 8 bytes, each mirrored and copied once more.
     gArenaSize = 4 * (largest * 8 * static_cast<size_t>(gSize) + 4096) + (1 << 20);
     CUDA_OK(cudaMalloc(&gArena, gArenaSize));
@@ -437,6 +562,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rank %d: a captured collective returned %d (%s), expected strataInvalidUsage\n", gRank,
                    static_cast<int>(r), msg.c_str());
       ++gFailures;
+    } else if (gRank == 0) {
+      std::printf("graph capture: strataAllReduce returned %s: %s\n", strataGetErrorString(r), msg.c_str());
     }
   }
 #endif
@@ -446,6 +573,12 @@ int main(int argc, char** argv) {
     setenv("STRATA_HOSTID", ("coll-test-host" + std::to_string(gRank / fakeHosts)).c_str(), 1);
     if (algos.size() == 1 && algos[0].empty()) algos[0] = "barrier:dissemination";  // a fresh communicator
   }
+#ifdef STRATA_TEST_CUDA
+  if (noSync > 0) {
+    asyncStress(world, noSync);
+    algos.clear();  // the stress replaces the matrix
+  }
+#endif
   for (const std::string& algo : algos) {
     strataComm_t comm = world;
     if (!algo.empty()) {
