@@ -287,6 +287,12 @@ define_steps() {
   step async_n2 45 gpuN "" "200 calls in flight on 2 streams (one-shot, two-shot, rounds, staged), 2 ranks" \
     "$R -n 2 --timeout 40 -- $C --no-sync 200"
   step async_n8 60 gpuN "" "100 calls in flight on 2 streams, 8 ranks" "$R -n 8 --timeout 55 -- $C --no-sync 100"
+  # The device executor (STRATA_GPU_EXECUTOR=1, src/device/): every single collective as one kernel over CUDA IPC
+  # FIFOs, the protocol the CPU tests verify; its first run on a GPU. INFO says whether it was set up.
+  step exec_n2 60 gpuN "" "the device executor: every collective x dtype x op, 2 ranks" \
+    "env STRATA_GPU_EXECUTOR=1 STRATA_DEBUG=INFO STRATA_DEBUG_SUBSYS=NET $R -n 2 --timeout 55 -- $C --counts 0,1,7,1023,70001"
+  step exec_n8 75 gpuN "" "the device executor, 8 ranks, and 100 calls in flight on 2 streams" \
+    "env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --counts 7,70001 --colls allreduce,reducescatter,allgather && env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --no-sync 100"
   step graph_capture 30 gpuN "" "a collective captured into a CUDA graph: expected today, a clear refusal" \
     "$R -n 2 --timeout 25 -- $C --counts 1 --colls barrier"
   step abort_stopped_peer 0 gpuN "" \

@@ -51,6 +51,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   bool oneHost() const override { return oneHost_; }
   const Config& config() const override { return config_; }
   const FailureState& failure() const override { return failure_; }
+  void recordFailure(strataResult_t code, const std::string& message) override { fail(Error(code, message)); }
 
   /// Throws InvalidArgument describing what is wrong with the call. Every call is validated once, before it
   /// is run, queued or enqueued on a stream; run, submit and runDevice trust their calls.

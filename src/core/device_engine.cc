@@ -29,6 +29,7 @@ constexpr DeviceSetting kDeviceSettings[] = {
     {"STRATA_GPU_DIRECT_BYTES", &Config::gpuDirectMaxBytes},
     {"STRATA_GPU_ONESHOT_BYTES", &Config::gpuOneShotMaxBytes},
     {"STRATA_GPU_STAGE_CHUNK_BYTES", &Config::gpuStageChunkBytes},
+    {"STRATA_GPU_EXECUTOR", &Config::gpuExecutor},
 };
 constexpr size_t kNumDeviceSettings = sizeof(kDeviceSettings) / sizeof(kDeviceSettings[0]);
 
@@ -62,8 +63,8 @@ void DeviceEngine::quiesce() {
       throw TimeoutError(strprintf("rank %d: device work not finished at communicator destruction", host_.rank()));
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  if (directState_ == DirectState::kOn) {
-    // Every rank's GPU is past its last read of our buffers once every rank got here.
+  if (directState_ == DirectState::kOn || execState_ == ExecState::kOn) {
+    // Every rank's GPU is past its last read (and write) of our buffers once every rank got here.
     host_.barrier();
   }
   quiesced_ = true;
@@ -73,7 +74,7 @@ DeviceEngine::~DeviceEngine() {
   // The GPU may still be copying out of a slot or reading a peer's flags: wait for it, within the deadline,
   // and leak what it still holds rather than free memory in use. After strataCommAbort the wait is short: a
   // stream stuck on a peer that will never arrive must not hold the abort for the whole deadline.
-  if (!chainEvent_ && slots_.empty() && !ipcBase_) return;
+  if (!chainEvent_ && slots_.empty() && !ipcBase_ && !execMem_ && !execCtlHost_) return;
   DeviceGuard guard(api_, device_);
   const int64_t waitMs =
       host_.failure().aborted() ? std::min<int64_t>(host_.config().timeoutMs, 1000) : host_.config().timeoutMs;
@@ -88,6 +89,7 @@ DeviceEngine::~DeviceEngine() {
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   if (chainEvent_ && api_.eventQuery(chainEvent_) == kCudaErrorNotReady) idle = false;
+  freeExec(idle);
   if (!idle) {
     STRATA_WARN(kLogColl, "rank %d: device work still pending at communicator destruction; its memory is leaked",
                 host_.rank());
@@ -188,8 +190,9 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
         strprintf("rank %d: Strata collectives cannot be captured into a CUDA graph yet (the stream "
                   "is capturing); run them outside the capture",
                   host_.rank()));
-  // Before anything is enqueued: a mismatch fails the call on every rank and leaves the stream as it was.
-  if (calls.size() == 1 && calls[0].kind == CollKind::kAllReduce && host_.size() > 1) agreeSettings();
+  // Before anything is enqueued: a mismatch fails the call on every rank and leaves the stream as it was. Every
+  // single collective checks (collectively, the first time), as its path may follow from the settings.
+  if (calls.size() == 1 && !isP2P(calls[0].kind) && host_.size() > 1) agreeSettings();
   if (!chainEvent_) check(api_.eventCreate(&chainEvent_), "cudaEventCreate");  // on device_ (the guard)
   joinChain(stream);
   if (calls.size() == 1 && soloCopy(calls[0], stream)) {
@@ -197,6 +200,16 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
     lastStream_ = stream;
     chained_ = true;
     return;
+  }
+  if (execEligible(calls, device)) {
+    if (execState_ == ExecState::kUnset) setupExec(device);
+    if (execState_ == ExecState::kOn) {
+      enqueueExec(calls[0], stream);
+      check(api_.eventRecord(chainEvent_, stream), "cudaEventRecord");
+      lastStream_ = stream;
+      chained_ = true;
+      return;
+    }
   }
   const Direct kind = calls.size() == 1 ? directKind(calls[0]) : Direct::kNone;
   if (kind != Direct::kNone && directState_ == DirectState::kUnset) setupDirect(device);

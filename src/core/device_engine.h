@@ -21,8 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "collectives/plan.h"
 #include "core/call.h"
 #include "core/host_side.h"
+#include "device/dev_plan.h"
+#include "device/dev_types.h"
 #include "kernels/cuda/cuda_api.h"
 
 namespace strata {
@@ -68,13 +71,35 @@ class DeviceEngine {
   };
   enum class Direct { kNone, kOneShot, kTwoShot };
   Direct directKind(const CollCall& call) const;
-  /// Collective, at the first single device all-reduce: checks that every rank has the same STRATA_GPU_* settings
-  /// (the path, rounds and chunks of an all-reduce follow from them). Throws InvalidUsage naming each setting that
-  /// differs, with this rank's value and a differing rank's, then and at every later device all-reduce.
+  /// Collective, at the first single device collective: checks that every rank has the same STRATA_GPU_* settings
+  /// (the path, rounds and chunks of a call follow from them). Throws InvalidUsage naming each setting that
+  /// differs, with this rank's value and a differing rank's, then and at every later single device collective.
   void agreeSettings();
   /// Logs, once per communicator and reason, why a device all-reduce goes through host memory instead of CUDA IPC:
   /// a WARN where the user would expect the direct path, an INFO where the staging is by design or by setting.
   void noteStaged(std::span<const CollCall> calls);
+  // ---- device executor (device_exec.cc) ----
+  /// Whether this call runs in the device executor (STRATA_GPU_EXECUTOR=1, one host, one collective, ...).
+  bool execEligible(std::span<const CollCall> calls, int device) const;
+  /// Collective, at the first eligible call: every rank's FIFO region exported and mapped, the control words.
+  void setupExec(int device);
+  void enqueueExec(const CollCall& call, void* stream);
+  /// The args memory of one executor call (mapped host memory: its failure record and stop word, LaneArgs, FIFO
+  /// pointer tables and lowered ops), reused once the call's event completed.
+  struct ExecSlot {
+    DeviceEngine* engine = nullptr;
+    void* host = nullptr;
+    void* dev = nullptr;  // its device address
+    size_t bytes = 0;
+    void* done = nullptr;  // event after the call's kernel and its host function
+    bool used = false;
+    std::string what;  // the call, for the failure message
+  };
+  /// Waits until the GPU is done with a slot, grows it to `bytes`.
+  ExecSlot& freeExecSlot(size_t bytes);
+  /// Stream host function after an executor kernel: a lane that stopped makes the communicator failed.
+  static void execFinished(void* slot);
+  void freeExec(bool idle);
   void enqueueDirect(const CollCall& call, Direct kind, void* stream);
   void enqueueStaged(std::span<const CollCall> calls, void* stream);
   bool soloCopy(const CollCall& call, void* stream);
@@ -101,7 +126,7 @@ class DeviceEngine {
   // Staged path: pinned host slots, reused once the GPU has copied their results out.
   std::deque<std::unique_ptr<Slot>> slots_;
 
-  // Settings agreement (agreeSettings), at the first single device all-reduce.
+  // Settings agreement (agreeSettings), at the first single device collective.
   bool settingsAgreed_ = false;
   std::string settingsError_;  // not empty: the ranks' settings differ, and every device all-reduce fails with it
 
@@ -116,6 +141,26 @@ class DeviceEngine {
   std::vector<char*> peerBase_;  // every rank's allocation as mapped here (own included)
   uint32_t epoch_ = 0;           // direct calls so far (identical on every rank)
   bool quiesced_ = false;        // quiesce() completed: peers no longer read our IPC buffers
+
+  // Device executor, set up collectively at the first eligible call (DESIGN.md, "The device executor").
+  enum class ExecState { kUnset, kOn, kOff } execState_ = ExecState::kUnset;
+  devproto::ProtoConfig execCfg_;
+  size_t execConnBytes_ = 0;
+  void* execMem_ = nullptr;         // device, exported: the FIFOs of every peer -> this rank
+  std::vector<char*> execPeerMem_;  // every rank's FIFO region as mapped here (own included)
+  void* execLocal_ = nullptr;       // device: send and receive steps per peer, the lanes-done counter
+  void* execCtlHost_ = nullptr;     // mapped host memory: the abort word (FailureState::watch)
+  void* execCtlDev_ = nullptr;
+  void* execScratch_ = nullptr;  // device scratch of the plans (grown; old ones freed at destroy)
+  size_t execScratchBytes_ = 0;
+  std::vector<void*> execRetired_;
+  std::deque<std::unique_ptr<ExecSlot>> execSlots_;
+  struct ExecPlanEntry {
+    Plan plan;
+    DevPlan dev;
+  };
+  std::vector<std::pair<std::vector<uint64_t>, std::unique_ptr<ExecPlanEntry>>> execPlans_;  // key -> plan
+  uint64_t execCalls_ = 0;
 };
 
 }  // namespace strata

@@ -10,7 +10,19 @@ bool FailureState::record(strataResult_t code, const std::string& message) {
   code_ = code;
   message_ = message;
   failed_.store(true, std::memory_order_release);
+  for (uint32_t* w : words_) std::atomic_ref<uint32_t>(*w).store(1, std::memory_order_release);
   return true;
+}
+
+void FailureState::watch(uint32_t* word) const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  words_.push_back(word);
+  if (failed_.load()) std::atomic_ref<uint32_t>(*word).store(1, std::memory_order_release);
+}
+
+void FailureState::unwatch(uint32_t* word) const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  std::erase(words_, word);
 }
 
 void FailureState::markAborted() {

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "strata/strata.h"
 
@@ -25,6 +27,11 @@ class FailureState {
   /// The first failure's code (strataSuccess if none) and message.
   strataResult_t code() const;
   std::string message() const;
+  /// Words set to 1 (a release store) when the communicator fails or is aborted, or at once if it already has:
+  /// the abort words that device kernels poll (mapped host memory), so a peer's death seen by the bootstrap or a
+  /// strataCommAbort ends every device wait. A subscription, not a change of the state, hence const.
+  void watch(uint32_t* word) const;
+  void unwatch(uint32_t* word) const;
   /// Throws the "unusable after an earlier error" error if the communicator has failed.
   void throwIfFailed() const {
     if (failed()) throwFailed();
@@ -39,6 +46,7 @@ class FailureState {
   mutable std::mutex mutex_;
   strataResult_t code_ = strataSuccess;
   std::string message_;
+  mutable std::vector<uint32_t*> words_;  // under mutex_
 };
 
 }  // namespace strata

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/call.h"
@@ -26,6 +27,9 @@ class HostSide {
   virtual bool oneHost() const = 0;
   virtual const Config& config() const = 0;
   virtual const FailureState& failure() const = 0;
+  /// Makes the communicator failed with this error (its asynchronous error), as a failed host call does, and
+  /// tells the other ranks; from any thread.
+  virtual void recordFailure(strataResult_t code, const std::string& message) = 0;
 
   /// Blocking host barrier over the communicator, in issue order with its queued work.
   virtual void barrier() = 0;

@@ -103,7 +103,9 @@ struct LaneArgs {
   uint32_t nlanes;
   const uint32_t* abortWord;  // nonzero: stop (strataCommAbort, a dead peer)
   uint32_t* stopWord;         // this rank's: a lane that fails sets it so the others stop too
-  uint64_t deadlineNs;        // P::nowNs() past this: time out (0: none)
+  uint64_t deadlineNs;        // P::nowNs() past this: time out (0: none, or timeoutNs from the lane's start)
+  uint64_t timeoutNs;         // with deadlineNs 0: the lane's deadline is its start + this (0: none), read on the
+                              // device's own clock, which the host cannot name
   Failure* failure;
 };
 

@@ -423,7 +423,9 @@ STRATA_HD uint32_t runLaneOp(const P& p, const LaneArgs& a) {
 /// Runs one lane of a lowered plan with the group `p`; returns kFailNone or the rank's failure code (details in
 /// *a.failure). Every thread of the group calls it.
 template <class P>
-STRATA_HD uint32_t runLane(const P& p, const LaneArgs& a) {
+STRATA_HD uint32_t runLane(const P& p, const LaneArgs& args) {
+  LaneArgs a = args;
+  if (a.deadlineNs == 0 && a.timeoutNs != 0) a.deadlineNs = P::nowNs() + a.timeoutNs;
   switch (a.dtype) {
     case strataInt8: return runLaneOp<P, Plain<int8_t>>(p, a);
     case strataUint8: return runLaneOp<P, Plain<uint8_t>>(p, a);

@@ -39,6 +39,9 @@ constexpr ConfigVar kConfigVars[] = {
      "largest CUDA IPC all-reduce run one-shot (larger ones run two-shot)"},
     {"STRATA_GPU_STAGE_CHUNK_BYTES", "4M", IntegerField{&Config::gpuStageChunkBytes, 0, int64_t{1} << 30},
      "chunk of a device all-reduce staged through host memory (copies overlap the transfer)"},
+    {"STRATA_GPU_EXECUTOR", "0", IntegerField{&Config::gpuExecutor, 0, 1},
+     "1: device collectives on one host run in the device executor (kernels over CUDA IPC FIFOs; not yet run on a "
+     "GPU)"},
     {"STRATA_FLIGHT_RECORDER_ENTRIES", "2000", IntegerField{&Config::flightRecorderEntries, 0, 1 << 24},
      "operations each communicator's flight recorder keeps (0: off)"},
     {"STRATA_FLIGHT_RECORDER_DIR", "", TextField{&Config::flightRecorderDir},

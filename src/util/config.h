@@ -55,6 +55,9 @@ struct Config {
   /// STRATA_GPU_STAGE_CHUNK_BYTES: a device all-reduce staged through host memory that is larger than twice
   /// this runs in chunks of this size, so copies to and from the GPU overlap the transfer (0: one piece).
   size_t gpuStageChunkBytes;
+  /// STRATA_GPU_EXECUTOR: 1 runs device collectives between ranks of one host in the device executor (one kernel
+  /// per call over CUDA IPC FIFOs, src/device/); 0 (default, until it has run on a GPU): the direct and staged paths.
+  size_t gpuExecutor;
   /// STRATA_FLIGHT_RECORDER_ENTRIES: operations each communicator's flight recorder keeps (0: none).
   int flightRecorderEntries = 2000;
   /// STRATA_FLIGHT_RECORDER_DIR: where the flight recorder's dumps are written on a timeout, a failure, an

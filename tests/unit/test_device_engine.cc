@@ -19,6 +19,8 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
 #include "core/communicator.h"
+#include "device/host_policy.h"
+#include "device/proto.h"
 #include "kernels/cuda_loader.h"
 #include "kernels/reduce.h"
 #include "strata/strata.h"
@@ -151,7 +153,27 @@ class FakeCudaApi final : public CudaApi {
     return 0;
   }
 
-  std::atomic<int> copies{0}, reduces{0}, maxSources{0}, ipcOpens{0};
+  // The device executor's kernel, run by the CPU policy: one group of execThreads threads per block (lane), the
+  // very runLane the GPU runs. Like every stream operation here, it runs at once on the calling thread.
+  int launchExecutor(const void* laneArgs, int lanes, int, void*) override {
+    ++executorLaunches;
+    const auto* args = static_cast<const devproto::LaneArgs*>(laneArgs);
+    const uint32_t per = execThreads;
+    std::vector<std::unique_ptr<devproto::HostGroup>> groups;
+    std::vector<std::thread> threads;
+    for (int l = 0; l < lanes; ++l) groups.push_back(std::make_unique<devproto::HostGroup>(per));
+    for (int l = 0; l < lanes; ++l) {
+      for (uint32_t t = 0; t < per; ++t)
+        threads.emplace_back([&, l, t] {
+          devproto::runLane(devproto::HostPolicy{groups[static_cast<size_t>(l)].get(), t}, args[l]);
+        });
+    }
+    for (auto& t : threads) t.join();
+    return 0;
+  }
+
+  std::atomic<int> copies{0}, reduces{0}, maxSources{0}, ipcOpens{0}, executorLaunches{0};
+  uint32_t execThreads = 2;
   std::atomic<bool> failIpcOpen{false};
   std::atomic<bool> multiDevice{false}, stuck{false};
 };
@@ -296,6 +318,174 @@ TEST(DeviceEngine, FailedIpcSetupWarnsOncePerCommunicator) {
               "1\\)[^\n]*staged through host memory");
   unsetenv("STRATA_DEBUG");
   GTEST_FLAG_SET(death_test_style, style);
+}
+
+// ---- the device executor (STRATA_GPU_EXECUTOR=1) -------------------------------------------------------------
+
+// The executor on, and the host path forced to the executor's algorithms, so both sum in the same order.
+struct ExecutorOn {
+  ExecutorOn() {
+    setenv("STRATA_GPU_EXECUTOR", "1", 1);
+    setenv("STRATA_ALGO", "allreduce:ring,reducescatter:ring,allgather:ring,broadcast:chain,reduce:chain", 1);
+  }
+  ~ExecutorOn() {
+    unsetenv("STRATA_GPU_EXECUTOR");
+    unsetenv("STRATA_ALGO");
+  }
+};
+
+const CollKind kExecKinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather,
+                               CollKind::kBroadcast, CollKind::kReduce,        CollKind::kAllToAll};
+
+strataResult_t issueColl(CollKind k, const void* s, void* d, size_t count, strataDataType_t dt, strataRedOp_t op,
+                         int root, strataComm_t comm, void* st) {
+  switch (k) {
+    case CollKind::kAllReduce: return strataAllReduce(s, d, count, dt, op, comm, st);
+    case CollKind::kReduceScatter: return strataReduceScatter(s, d, count, dt, op, comm, st);
+    case CollKind::kAllGather: return strataAllGather(s, d, count, dt, comm, st);
+    case CollKind::kBroadcast: return strataBroadcast(s, d, count, dt, root, comm, st);
+    case CollKind::kReduce: return strataReduce(s, d, count, dt, op, root, comm, st);
+    default: return strataAllToAll(s, d, count, dt, comm, st);
+  }
+}
+
+// Every collective through the engine's executor path (lanes as groups of 2 threads running the kernel's code),
+// against the host path on the same communicator and inputs: bit for bit, in and out of place, Avg included, a count
+// larger than a FIFO (8 x 128 KiB), roots first and last.
+TEST(DeviceEngine, ExecutorRunsEveryCollectiveAsTheHostPath) {
+  Fixture f;
+  ExecutorOn on;
+  struct Combo {
+    strataDataType_t dt;
+    strataRedOp_t op;
+    size_t count;
+  };
+  const Combo combos[] = {{strataFloat32, strataSum, 1},     {strataFloat32, strataSum, 300001},
+                          {strataBfloat16, strataMax, 1001}, {strataInt32, strataProd, 77},
+                          {strataFloat32, strataAvg, 5003},  {strataInt64, strataAvg, 999},
+                          {strataFloat16, strataMin, 64},    {strataFloat8e4m3, strataSum, 4097}};
+  std::atomic<int> checked{0};
+  for (int n : {2, 3}) {
+    onRanks(n, [&](int r, strataComm_t comm) {
+      const size_t un = static_cast<size_t>(n), ur = static_cast<size_t>(r);
+      for (CollKind kind : kExecKinds) {
+        for (const Combo& c : combos) {
+          for (int inPlace = 0; inPlace < 2; ++inPlace) {
+            if (inPlace && kind == CollKind::kAllToAll) continue;
+            const size_t es = dtypeSize(c.dt);
+            const bool rooted = kind == CollKind::kBroadcast || kind == CollKind::kReduce;
+            const int root = rooted ? static_cast<int>(c.count % un) : 0;
+            size_t sendN = c.count, recvN = c.count;
+            if (kind == CollKind::kReduceScatter || kind == CollKind::kAllToAll) sendN = c.count * un;
+            if (kind == CollKind::kAllGather || kind == CollKind::kAllToAll) recvN = c.count * un;
+            // One area per path; in place: send and receive inside it as NCCL lays them out.
+            const size_t areaN = std::max(sendN, recvN);
+            std::vector<char> dev((areaN + sendN) * es + 8), host((areaN + sendN) * es + 8);
+            auto layout = [&](std::vector<char>& a, const char** s, char** d) {
+              char* base = a.data();
+              if (!inPlace) {
+                *s = base + areaN * es;
+                *d = base;
+              } else {
+                *d = base;
+                *s = base;
+                if (kind == CollKind::kAllGather) *s = base + ur * c.count * es;
+                if (kind == CollKind::kReduceScatter) *d = base + ur * c.count * es;
+              }
+              for (size_t i = 0; i < sendN; ++i) storeFromDouble(const_cast<char*>(*s), i, c.dt, valueOf(r, i));
+            };
+            const char *ds, *hs;
+            char *dd, *hd;
+            layout(dev, &ds, &dd);
+            layout(host, &hs, &hd);
+            const std::vector<char> sendBefore(ds, ds + sendN * es);
+            ASSERT_EQ(issueColl(kind, ds, dd, c.count, c.dt, c.op, root, comm, stream(r)), strataSuccess)
+                << strataGetLastError(comm);
+            ASSERT_EQ(issueColl(kind, hs, hd, c.count, c.dt, c.op, root, comm, nullptr), strataSuccess)
+                << strataGetLastError(comm);
+            const bool hasResult = !(kind == CollKind::kReduce && r != root);
+            if (hasResult) {
+              ASSERT_EQ(std::memcmp(dd, hd, recvN * es), 0)
+                  << collName(kind) << " rank " << r << " n " << n << " count " << c.count << " " << dtypeName(c.dt)
+                  << " op " << c.op << (inPlace ? " in place" : " out of place");
+            }
+            if (!inPlace) {
+              EXPECT_EQ(std::memcmp(ds, sendBefore.data(), sendN * es), 0) << "sendbuff changed";
+            }
+            ++checked;
+          }
+        }
+      }
+      strataResult_t async = strataInternalError;
+      EXPECT_EQ(strataCommGetAsyncError(comm, &async), strataSuccess);
+      EXPECT_EQ(async, strataSuccess);
+    });
+  }
+  EXPECT_GT(checked.load(), 0);
+  // Most calls ran in the executor (float Avg in place is staged); none on the old direct path.
+  EXPECT_GT(f.api.executorLaunches.load(), checked.load() / 2);
+  EXPECT_EQ(f.api.reduces.load(), 0);
+}
+
+// A collective whose peer never comes: strataCommAbort from another thread raises the rank's abort word (the
+// communicator's failure state holds it), and the kernel leaves its waits within 2 s; with no abort, the kernel's own
+// deadline (STRATA_TIMEOUT_MS, on the device's clock) ends it and the timeout becomes the asynchronous error.
+TEST(DeviceEngine, ExecutorKernelsLeaveOnAbortAndOnTheDeadline) {
+  Fixture f;
+  ExecutorOn on;
+  for (const bool abortIt : {true, false}) {
+    if (!abortIt) setenv("STRATA_TIMEOUT_MS", "1000", 1);
+    constexpr int n = 3;
+    strataUniqueId id;
+    ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+    std::vector<strataComm_t> comms(n, nullptr);
+    std::vector<double> took(n, -1);
+    std::vector<strataResult_t> async(n, strataSuccess);
+    std::atomic<int> ready{0}, left{0};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        strataComm_t& comm = comms[static_cast<size_t>(r)];
+        ASSERT_EQ(strataCommInitRank(&comm, n, id, r), strataSuccess) << strataGetLastError(nullptr);
+        std::vector<float> x(100000, 1.0f), y(100000);
+        // One call together first: the executor is set up on every rank.
+        ASSERT_EQ(strataAllReduce(x.data(), y.data(), 1000, strataFloat32, strataSum, comm, stream(r)), strataSuccess);
+        ++ready;
+        if (r == n - 1) return;  // the peer that never comes to the second call
+        while (ready.load() < n) std::this_thread::yield();
+        const auto t0 = std::chrono::steady_clock::now();
+        strataAllReduce(x.data(), y.data(), x.size(), strataFloat32, strataSum, comm, stream(r));
+        took[static_cast<size_t>(r)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!abortIt) strataCommGetAsyncError(comm, &async[static_cast<size_t>(r)]);
+        ++left;
+      });
+    }
+    while (ready.load() < n) std::this_thread::yield();
+    if (abortIt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      for (int r = 0; r < n - 1; ++r) strataCommAbort(comms[static_cast<size_t>(r)]);
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n - 1; ++r) {
+      EXPECT_GT(took[static_cast<size_t>(r)], 0.2) << "rank " << r << " did not wait";
+      EXPECT_LT(took[static_cast<size_t>(r)], abortIt ? 2.3 : 3.0)
+          << "rank " << r << (abortIt ? ": abort" : ": the deadline") << " took " << took[static_cast<size_t>(r)]
+          << " s to end the kernel";
+      if (!abortIt) {
+        // The first rank to time out reports strataTimeout and tells the others, whose abort words then end their
+        // kernels: strataRemoteError there, unless their own deadline came first.
+        EXPECT_TRUE(async[static_cast<size_t>(r)] == strataTimeout ||
+                    async[static_cast<size_t>(r)] == strataRemoteError)
+            << "rank " << r << ": " << async[static_cast<size_t>(r)];
+        strataCommAbort(comms[static_cast<size_t>(r)]);
+      }
+    }
+    if (!abortIt) {
+      EXPECT_TRUE(async[0] == strataTimeout || async[1] == strataTimeout);
+    }
+    strataCommAbort(comms[n - 1]);
+    unsetenv("STRATA_TIMEOUT_MS");
+  }
 }
 
 // Large staged all-reduces run as a pipeline of chunk all-reduces (here 4 KiB chunks, CUDA IPC off): in

@@ -25,7 +25,7 @@ inline constexpr int kCudaMaxReduceSources = 8;
 /// Size of a cudaIpcMemHandle_t.
 inline constexpr size_t kCudaIpcHandleBytes = 64;
 /// Bumped whenever the interface changes: libstrata refuses a libstrata_cuda.so built from other sources.
-inline constexpr int kCudaApiVersion = 1;
+inline constexpr int kCudaApiVersion = 2;
 
 class CudaApi {
  public:
@@ -89,6 +89,10 @@ class CudaApi {
   /// element size.
   virtual int reduce(void* dst, const void* const* srcs, int nsrcs, size_t count, strataDataType_t dt, ReduceKind op,
                      void* stream) = 0;
+  /// The device executor (src/device/): `lanes` thread blocks of `threads` threads on `stream`, block l running
+  /// lane l of laneArgs (an array of devproto::LaneArgs in device-readable memory; opaque here, as this layer sits
+  /// below the device protocol's).
+  virtual int launchExecutor(const void* laneArgs, int lanes, int threads, void* stream) = 0;
 };
 
 }  // namespace strata

@@ -137,6 +137,9 @@ class CudaRuntimeApi final : public CudaApi {
              void* stream) override {
     return cudaReduce(dst, srcs, nsrcs, count, dt, op, stream);
   }
+  int launchExecutor(const void* laneArgs, int lanes, int threads, void* stream) override {
+    return cudaDevExecLaunch(laneArgs, lanes, threads, stream);
+  }
 
  private:
   // Driver results are not runtime codes: they are passed on offset by kDriverErrorBase, so the message can

@@ -1,0 +1,355 @@
+// DeviceEngine's executor path (STRATA_GPU_EXECUTOR=1): a device collective between ranks of one host runs as one
+// kernel per call over per-peer FIFOs in CUDA IPC memory, with the protocol of src/device/ (DESIGN.md, "The device
+// executor"). Nothing of the call runs on the host: the stream launches the kernel, and a host function after it
+// only reads whether a lane stopped.
+//
+// Memory of each rank:
+//   execMem_      device, exported by CUDA IPC: n ConnMems, index p holding the FIFO of rank p -> this rank
+//   execLocal_    device, private: send steps[n], receive steps[n] (advanced by the kernels only), lanes-done
+//   execCtlHost_  mapped host memory: the abort word, set by FailureState when the communicator fails or aborts
+//   slots         mapped host memory, one per call in flight: the call's failure record and stop word, its
+//                 LaneArgs, its FIFO pointer tables and its lowered ops; reused once the call's event completed
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "collectives/algorithms.h"
+#include "core/device_engine.h"
+#include "core/device_engine_detail.h"
+#include "util/config.h"
+#include "util/dtype.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace strata {
+
+using namespace device_detail;
+
+namespace {
+
+// Offsets inside a slot (bytes).
+constexpr size_t kSlotFailure = 0;     // devproto::Failure
+constexpr size_t kSlotStop = 128;      // uint32_t
+constexpr size_t kSlotLanes = 256;     // LaneArgs[lanes], then recvMem[n], sendMem[n], then the ops
+constexpr int kExecThreads = 256;      // threads per block (lane)
+constexpr size_t kLocalLanesDone = 0;  // in execLocal_: the counter, then the steps from 128
+constexpr size_t kLocalSteps = 128;
+
+size_t align16(size_t x) { return (x + 15) / 16 * 16; }
+
+// The executor's algorithm per collective: STRATA_ALGO's where it forces one, else ring-like plans, NCCL's choice
+// over NVLink.
+std::string execAlgorithm(const Config& config, CollKind k) {
+  const auto forced = config.algo.find(collName(k));
+  if (forced != config.algo.end()) return forced->second;
+  switch (k) {
+    case CollKind::kBroadcast:
+    case CollKind::kReduce: return "chain";
+    case CollKind::kAllToAll: return "pairwise";
+    default: return "ring";
+  }
+}
+
+}  // namespace
+
+bool DeviceEngine::execEligible(std::span<const CollCall> calls, int device) const {
+  if (host_.config().gpuExecutor != 1 || calls.size() != 1 || execState_ == ExecState::kOff) return false;
+  const int n = host_.size();
+  if (n < 2 || n > kMaxDevLanes || !host_.oneHost()) return false;
+  const CollCall& c = calls[0];
+  switch (c.kind) {
+    case CollKind::kAllReduce:
+    case CollKind::kReduceScatter:
+    case CollKind::kAllGather:
+    case CollKind::kBroadcast:
+    case CollKind::kReduce:
+    case CollKind::kAllToAll: break;
+    default: return false;
+  }
+  if (c.count == 0 || static_cast<int>(c.op) >= strataNumOps) return false;  // PreMulSum: staged
+  const size_t esize = dtypeSize(c.dtype);
+  // Float Avg multiplies what it reads from the send buffer: only out of place (as the host copies first).
+  if (c.op == strataAvg && dtypeIsFloat(c.dtype) && callInPlace(c, host_.rank(), esize)) return false;
+  (void)device;
+  return true;
+}
+
+void DeviceEngine::setupExec(int device) {
+  const int n = host_.size(), me = host_.rank();
+  execCfg_ = devproto::ProtoConfig{};
+  execConnBytes_ = devproto::connMemBytes(execCfg_);
+  const size_t regionBytes = execConnBytes_ * static_cast<size_t>(n);
+  const size_t localBytes = kLocalSteps + 2 * sizeof(uint64_t) * static_cast<size_t>(n);
+  struct Info {
+    unsigned char handle[kCudaIpcHandleBytes];
+    int32_t ok;
+    int32_t device;
+    uint32_t pieceBytes, nslots, llMaxBytes, pad;
+  };
+  Info mine{};
+  std::string why;
+  int e = 0;
+  const char* step = "";
+  auto attempt = [&](const char* name, auto call) {
+    if (e != 0) return;
+    step = name;
+    e = call();
+  };
+  void* setupStream = nullptr;
+  attempt("cudaMalloc", [&] { return api_.deviceMalloc(&execMem_, regionBytes); });
+  attempt("cudaMalloc", [&] { return api_.deviceMalloc(&execLocal_, localBytes); });
+  attempt("cudaHostAlloc", [&] { return api_.hostAllocMapped(&execCtlHost_, &execCtlDev_, 128); });
+  attempt("cudaStreamCreate", [&] { return api_.streamCreate(&setupStream); });
+  attempt("cudaMemsetAsync", [&] { return api_.memsetAsync(execMem_, 0, regionBytes, setupStream); });
+  attempt("cudaMemsetAsync", [&] { return api_.memsetAsync(execLocal_, 0, localBytes, setupStream); });
+  attempt("cudaStreamSynchronize", [&] { return api_.streamSynchronize(setupStream); });
+  if (setupStream) api_.streamDestroy(setupStream);
+  attempt("cudaIpcGetMemHandle", [&] { return api_.ipcGetMemHandle(mine.handle, execMem_); });
+  if (e != 0)
+    why = strprintf("%s for the device executor's %zu bytes of FIFOs on device %d failed: %s (CUDA error %d)", step,
+                    regionBytes, device, api_.errorString(e), e);
+  if (execCtlHost_) std::memset(execCtlHost_, 0, 128);
+  mine.ok = why.empty() ? 1 : 0;
+  mine.device = device;
+  mine.pieceBytes = execCfg_.pieceBytes;
+  mine.nslots = execCfg_.nslots;
+  mine.llMaxBytes = execCfg_.llMaxBytes;
+  std::vector<Info> all(static_cast<size_t>(n));
+  host_.allGather(&mine, all.data(), sizeof(Info));
+  execPeerMem_.assign(static_cast<size_t>(n), nullptr);
+  for (int r = 0; r < n && why.empty(); ++r) {
+    const Info& p = all[static_cast<size_t>(r)];
+    if (p.ok != 1) why = strprintf("rank %d could not set up its device executor FIFOs (its log says why)", r);
+    else if (p.pieceBytes != mine.pieceBytes || p.nslots != mine.nslots || p.llMaxBytes != mine.llMaxBytes)
+      why = strprintf("rank %d's FIFO settings differ from rank %d's (a build of other sources?)", r, me);
+  }
+  if (why.empty()) {
+    execPeerMem_[static_cast<size_t>(me)] = static_cast<char*>(execMem_);
+    for (int r = 0; r < n && why.empty(); ++r) {
+      if (r == me) continue;
+      void* p = nullptr;
+      const int oe = api_.ipcOpenMemHandle(&p, all[static_cast<size_t>(r)].handle);
+      if (oe != 0) {
+        why = strprintf("cudaIpcOpenMemHandle of rank %d's executor FIFOs failed: %s (CUDA error %d)", r,
+                        api_.errorString(oe), oe);
+        break;
+      }
+      execPeerMem_[static_cast<size_t>(r)] = static_cast<char*>(p);
+    }
+  }
+  int32_t mineOk = why.empty() ? 1 : 0;
+  std::vector<int32_t> oks(static_cast<size_t>(n));
+  host_.allGather(&mineOk, oks.data(), sizeof(int32_t));
+  for (int r = 0; r < n && why.empty(); ++r)
+    if (oks[static_cast<size_t>(r)] != 1) why = strprintf("rank %d could not map its peers' executor FIFOs", r);
+  if (why.empty()) {
+    execState_ = ExecState::kOn;
+    host_.failure().watch(static_cast<uint32_t*>(execCtlHost_));
+    STRATA_INFO(kLogNet, "rank %d: device executor on (%d ranks, %zu bytes of FIFOs per rank, LL up to %u bytes)", me,
+                n, regionBytes, execCfg_.llMaxBytes);
+    return;
+  }
+  execState_ = ExecState::kOff;
+  STRATA_WARN(kLogNet,
+              "rank %d: device executor off (%s); device collectives on this communicator take the direct and "
+              "staged paths",
+              me, why.c_str());
+  for (int r = 0; r < n; ++r)
+    if (r != me && execPeerMem_[static_cast<size_t>(r)]) api_.ipcCloseMemHandle(execPeerMem_[static_cast<size_t>(r)]);
+  execPeerMem_.clear();
+}
+
+DeviceEngine::ExecSlot& DeviceEngine::freeExecSlot(size_t bytes) {
+  // The oldest slot whose call has finished, else a new one (at most 64 in flight; then wait for the oldest).
+  ExecSlot* slot = nullptr;
+  for (auto& s : execSlots_) {
+    if (!s->used || api_.eventQuery(s->done) == 0) {
+      slot = s.get();
+      break;
+    }
+  }
+  if (!slot && execSlots_.size() >= 64) {
+    slot = execSlots_.front().get();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(host_.config().timeoutMs);
+    while (api_.eventQuery(slot->done) == kCudaErrorNotReady) {
+      host_.failure().throwIfFailed();
+      if (std::chrono::steady_clock::now() > deadline)
+        throw TimeoutError(strprintf("rank %d: no device executor slot freed within the deadline", host_.rank()));
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  if (!slot) {
+    auto s = std::make_unique<ExecSlot>();
+    s->engine = this;
+    check(api_.eventCreate(&s->done), "cudaEventCreate");
+    slot = s.get();
+    execSlots_.push_back(std::move(s));
+  }
+  if (slot->bytes < bytes) {
+    if (slot->host) api_.hostFree(slot->host);
+    slot->host = slot->dev = nullptr;
+    slot->bytes = 0;
+    const size_t want = std::max(bytes, size_t{64} << 10);
+    check(api_.hostAllocMapped(&slot->host, &slot->dev, want), "cudaHostAlloc");
+    slot->bytes = want;
+  }
+  // Move the slot to the back: the front is the oldest in flight.
+  auto it = std::find_if(execSlots_.begin(), execSlots_.end(), [&](const auto& s) { return s.get() == slot; });
+  std::unique_ptr<ExecSlot> keep = std::move(*it);
+  execSlots_.erase(it);
+  execSlots_.push_back(std::move(keep));
+  return *slot;
+}
+
+void DeviceEngine::execFinished(void* arg) {
+  auto* slot = static_cast<ExecSlot*>(arg);
+  const auto* f = reinterpret_cast<const devproto::Failure*>(static_cast<char*>(slot->host) + kSlotFailure);
+  const uint32_t code = std::atomic_ref<const uint32_t>(f->code).load(std::memory_order_acquire);
+  if (code == devproto::kFailNone) return;
+  DeviceEngine& e = *slot->engine;
+  const char* waited = f->waitingFor == 0 ? "a free FIFO slot" : f->waitingFor == 1 ? "data" : "LL data";
+  const std::string msg =
+      strprintf("rank %d: %s in the device executor %s (lane %d, op %d, waiting for %s from rank %d)", e.host_.rank(),
+                slot->what.c_str(),
+                code == devproto::kFailTimedOut ? "timed out (STRATA_TIMEOUT_MS)"
+                                                : "stopped: the communicator failed or was aborted",
+                f->lane, f->op, waited, f->peer);
+  e.host_.recordFailure(code == devproto::kFailTimedOut ? strataTimeout : strataRemoteError, msg);
+}
+
+void DeviceEngine::enqueueExec(const CollCall& c, void* stream) {
+  const int n = host_.size(), me = host_.rank();
+  const size_t esize = dtypeSize(c.dtype);
+  const bool inPlace = callInPlace(c, me, esize);
+  const size_t chunk = std::max<size_t>(1, static_cast<size_t>(execCfg_.nslots) * execCfg_.pieceBytes / 2 / esize);
+  const std::vector<uint64_t> key{
+      static_cast<uint64_t>(c.kind), static_cast<uint64_t>(c.root), inPlace ? 1u : 0u, c.count, chunk, esize};
+  ExecPlanEntry* entry = nullptr;
+  for (auto& [k, v] : execPlans_)
+    if (k == key) entry = v.get();
+  if (!entry) {
+    if (execPlans_.size() > 64) execPlans_.erase(execPlans_.begin());
+    auto fresh = std::make_unique<ExecPlanEntry>();
+    CollArgs args;
+    args.kind = c.kind;
+    args.nranks = n;
+    args.rank = me;
+    args.count = c.count;
+    args.root = c.root;
+    args.inPlace = inPlace;
+    args.chunkElems = chunk;
+    fresh->plan = makePlan(args, execAlgorithm(host_.config(), c.kind));
+    fresh->dev = lowerPlan(fresh->plan);
+    entry = fresh.get();
+    execPlans_.emplace_back(key, std::move(fresh));
+  }
+  const DevPlan& dp = entry->dev;
+  const int lanes = dp.lanes();
+  if (lanes == 0) return;
+
+  // Scratch: grown when a plan needs more; the old buffer may still be in use by calls in flight, so it is freed
+  // at destroy.
+  const size_t scratchBytes = dp.scratchElems * esize;
+  if (scratchBytes > execScratchBytes_) {
+    if (execScratch_) execRetired_.push_back(execScratch_);
+    execScratch_ = nullptr;
+    execScratchBytes_ = 0;
+    check(api_.deviceMalloc(&execScratch_, scratchBytes), "cudaMalloc");
+    execScratchBytes_ = scratchBytes;
+  }
+
+  const size_t lanesBytes = align16(sizeof(devproto::LaneArgs) * static_cast<size_t>(lanes));
+  const size_t tableBytes = align16(sizeof(void*) * static_cast<size_t>(n));
+  const size_t opsBytes = sizeof(devproto::DevOp) * dp.ops.size();
+  const size_t offRecv = kSlotLanes + lanesBytes, offSend = offRecv + tableBytes, offOps = offSend + tableBytes;
+  ExecSlot& slot = freeExecSlot(offOps + opsBytes);
+  char* h = static_cast<char*>(slot.host);
+  char* d = static_cast<char*>(slot.dev);
+  std::memset(h, 0, kSlotLanes);  // failure record and stop word
+  auto** recvMem = reinterpret_cast<void**>(h + offRecv);
+  auto** sendMem = reinterpret_cast<void**>(h + offSend);
+  for (int p = 0; p < n; ++p) {
+    recvMem[p] = execPeerMem_[static_cast<size_t>(me)] + static_cast<size_t>(p) * execConnBytes_;
+    sendMem[p] = execPeerMem_[static_cast<size_t>(p)] + static_cast<size_t>(me) * execConnBytes_;
+  }
+  std::memcpy(h + offOps, dp.ops.data(), opsBytes);
+  const size_t recvElems = [&] {
+    size_t s = 0, r = 0;
+    callBufferElems(c, n, me, &s, &r);
+    return r;
+  }();
+  char* local = static_cast<char*>(execLocal_);
+  for (int l = 0; l < lanes; ++l) {
+    devproto::LaneArgs a{};
+    a.ops = reinterpret_cast<const devproto::DevOp*>(d + offOps) + dp.laneBegin[static_cast<size_t>(l)];
+    a.nops = dp.laneBegin[static_cast<size_t>(l) + 1] - dp.laneBegin[static_cast<size_t>(l)];
+    a.lane = l;
+    a.bufs[kBufSend] = const_cast<void*>(c.sendbuff);
+    a.bufs[kBufRecv] = c.recvbuff;
+    a.bufs[kBufScratch] = execScratch_;
+    a.recvMem = reinterpret_cast<void* const*>(d + offRecv);
+    a.sendMem = reinterpret_cast<void* const*>(d + offSend);
+    a.sendStep = reinterpret_cast<uint64_t*>(local + kLocalSteps);
+    a.recvStep = reinterpret_cast<uint64_t*>(local + kLocalSteps) + n;
+    a.cfg = execCfg_;
+    a.dtype = c.dtype;
+    a.op = c.op == strataAvg ? ReduceKind::kSum : static_cast<ReduceKind>(c.op);
+    a.preMul = 1.0;
+    a.preMulInt = 1;
+    a.postDiv = 1;
+    if (c.op == strataAvg) {
+      if (dtypeIsFloat(c.dtype)) a.preMul = 1.0 / n;
+      else a.postDiv = static_cast<uint64_t>(n);
+    }
+    a.recvElems = recvElems;
+    a.lanesDone = reinterpret_cast<uint32_t*>(local + kLocalLanesDone);
+    a.nlanes = static_cast<uint32_t>(lanes);
+    a.abortWord = static_cast<const uint32_t*>(execCtlDev_);
+    a.stopWord = reinterpret_cast<uint32_t*>(d + kSlotStop);
+    a.deadlineNs = 0;
+    a.timeoutNs = static_cast<uint64_t>(host_.config().timeoutMs) * 1000000u;
+    a.failure = reinterpret_cast<devproto::Failure*>(d + kSlotFailure);
+    std::memcpy(h + kSlotLanes + sizeof(a) * static_cast<size_t>(l), &a, sizeof(a));
+  }
+  slot.what = strprintf("%s of %zu elements (call %llu)", collName(c.kind), c.count,
+                        static_cast<unsigned long long>(++execCalls_));
+  slot.used = true;
+  check(api_.launchExecutor(d + kSlotLanes, lanes, kExecThreads, stream), "the device executor's kernel launch");
+  check(api_.launchHostFunc(stream, &DeviceEngine::execFinished, &slot), "cudaLaunchHostFunc");
+  check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
+}
+
+void DeviceEngine::freeExec(bool idle) {
+  if (execCtlHost_) host_.failure().unwatch(static_cast<uint32_t*>(execCtlHost_));
+  const int me = host_.rank();
+  for (size_t r = 0; r < execPeerMem_.size(); ++r)
+    if (static_cast<int>(r) != me && execPeerMem_[r]) api_.ipcCloseMemHandle(execPeerMem_[r]);
+  if (!idle) {
+    // A kernel may still run: leak what it may touch (the slots, the FIFOs, the scratch), as the other paths do.
+    for (auto& s : execSlots_) (void)s.release();
+    STRATA_WARN(kLogColl, "rank %d: device executor work still pending at destruction; its memory is leaked", me);
+    return;
+  }
+  for (auto& s : execSlots_) {
+    api_.eventDestroy(s->done);
+    if (s->host) api_.hostFree(s->host);
+  }
+  execSlots_.clear();
+  for (void* p : execRetired_) api_.deviceFree(p);
+  if (execScratch_) api_.deviceFree(execScratch_);
+  if (execLocal_) api_.deviceFree(execLocal_);
+  if (execCtlHost_) api_.hostFree(execCtlHost_);
+  if (execMem_) {
+    if (quiesced_ || execState_ != ExecState::kOn) {
+      api_.deviceFree(execMem_);
+    } else {
+      STRATA_WARN(kLogColl,
+                  "rank %d: device executor FIFOs left allocated: peers may still write them (communicator "
+                  "aborted or a peer failed before destroy)",
+                  me);
+    }
+  }
+}
+
+}  // namespace strata
