@@ -12,6 +12,7 @@ export PYTHONPATH=$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH} OMP_NUM_THREADS=
 run="$build/bin/strata-run -n 2 --timeout 600 --"
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
+trap 'echo "perf/torch_backend.sh: launch $i failed: $BASH_COMMAND" >&2' ERR
 
 for ((i = 1; i <= launches; ++i)); do
   for backend in gloo strata; do

@@ -68,9 +68,10 @@ bool DeviceEngine::execEligible(std::span<const CollCall> calls, int device) con
     default: return false;
   }
   if (c.count == 0 || static_cast<int>(c.op) >= strataNumOps) return false;  // PreMulSum: staged
-  const size_t esize = dtypeSize(c.dtype);
-  // Float Avg multiplies what it reads from the send buffer: only out of place (as the host copies first).
-  if (c.op == strataAvg && dtypeIsFloat(c.dtype) && callInPlace(c, host_.rank(), esize)) return false;
+  // Float Avg multiplies what it reads from the send buffer, which is right only out of place (the host copies
+  // first). Whether a call is in place is each rank's own choice, and every rank must take the same path: float Avg
+  // is staged, in place or not. (Integer Avg divides at the end, in place or not.)
+  if (c.op == strataAvg && dtypeIsFloat(c.dtype)) return false;
   (void)device;
   return true;
 }
@@ -297,11 +298,7 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream) {
     a.op = c.op == strataAvg ? ReduceKind::kSum : static_cast<ReduceKind>(c.op);
     a.preMul = 1.0;
     a.preMulInt = 1;
-    a.postDiv = 1;
-    if (c.op == strataAvg) {
-      if (dtypeIsFloat(c.dtype)) a.preMul = 1.0 / n;
-      else a.postDiv = static_cast<uint64_t>(n);
-    }
+    a.postDiv = c.op == strataAvg ? static_cast<uint64_t>(n) : 1;  // integer Avg (float Avg is not eligible)
     a.recvElems = recvElems;
     a.lanesDone = reinterpret_cast<uint32_t*>(local + kLocalLanesDone);
     a.nlanes = static_cast<uint32_t>(lanes);

@@ -422,7 +422,7 @@ TEST(DeviceEngine, ExecutorRunsEveryCollectiveAsTheHostPath) {
     });
   }
   EXPECT_GT(checked.load(), 0);
-  // Most calls ran in the executor (float Avg in place is staged); none on the old direct path.
+  // Most calls ran in the executor (float Avg is staged); none on the old direct path.
   EXPECT_GT(f.api.executorLaunches.load(), checked.load() / 2);
   EXPECT_EQ(f.api.reduces.load(), 0);
 }
