@@ -274,7 +274,7 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream) {
     recvMem[p] = execPeerMem_[static_cast<size_t>(me)] + static_cast<size_t>(p) * execConnBytes_;
     sendMem[p] = execPeerMem_[static_cast<size_t>(p)] + static_cast<size_t>(me) * execConnBytes_;
   }
-  std::memcpy(h + offOps, dp.ops.data(), opsBytes);
+  if (opsBytes) std::memcpy(h + offOps, dp.ops.data(), opsBytes);
   const size_t recvElems = [&] {
     size_t s = 0, r = 0;
     callBufferElems(c, n, me, &s, &r);
