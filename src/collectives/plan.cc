@@ -24,7 +24,12 @@ const char* opKindName(OpKind k) {
 
 namespace {
 
-// Which regions an op reads or writes; the others are ignored.
+bool validKind(OpKind k) { return static_cast<unsigned>(k) <= static_cast<unsigned>(OpKind::kCopySend); }
+
+std::string regionString(const Region& r) { return strprintf("[buf %d +%zu x%zu]", r.buf, r.offset, r.count); }
+
+}  // namespace
+
 bool usesSrc(OpKind k) {
   return k == OpKind::kSend || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceSend ||
          k == OpKind::kRecvReduceCopySend || k == OpKind::kCopy || k == OpKind::kReduceLocal || k == OpKind::kCopySend;
@@ -33,11 +38,6 @@ bool usesDst(OpKind k) {
   return k == OpKind::kRecv || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceCopySend ||
          k == OpKind::kRecvCopySend || k == OpKind::kCopy || k == OpKind::kReduceLocal || k == OpKind::kCopySend;
 }
-bool validKind(OpKind k) { return static_cast<unsigned>(k) <= static_cast<unsigned>(OpKind::kCopySend); }
-
-std::string regionString(const Region& r) { return strprintf("[buf %d +%zu x%zu]", r.buf, r.offset, r.count); }
-
-}  // namespace
 
 size_t Op::count() const { return usesDst(kind) ? dst.count : src.count; }
 

@@ -41,6 +41,9 @@ enum class OpKind : uint8_t {
   kCopySend,            // dst = src; message = src (one pass over src)  -> sendPeer
 };
 const char* opKindName(OpKind k);
+/// Which regions an op of kind k reads (src) or writes (dst); the others are ignored.
+bool usesSrc(OpKind k);
+bool usesDst(OpKind k);
 
 struct Op {
   OpKind kind = OpKind::kCopy;

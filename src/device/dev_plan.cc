@@ -28,17 +28,11 @@ DevPlan lowerPlan(const Plan& plan) {
       d.kind = static_cast<uint8_t>(op.kind);
       d.recvPeer = op.receives() ? op.recvPeer : -1;
       d.sendPeer = op.sends() ? op.sendPeer : -1;
-      const bool hasSrc = op.kind == OpKind::kSend || op.kind == OpKind::kRecvReduce ||
-                          op.kind == OpKind::kRecvReduceSend || op.kind == OpKind::kRecvReduceCopySend ||
-                          op.kind == OpKind::kCopy || op.kind == OpKind::kReduceLocal || op.kind == OpKind::kCopySend;
-      const bool hasDst = op.kind == OpKind::kRecv || op.kind == OpKind::kRecvReduce ||
-                          op.kind == OpKind::kRecvReduceCopySend || op.kind == OpKind::kRecvCopySend ||
-                          op.kind == OpKind::kCopy || op.kind == OpKind::kReduceLocal || op.kind == OpKind::kCopySend;
-      if (hasSrc) {
+      if (usesSrc(op.kind)) {
         d.srcBuf = bufIndex(op.src);
         d.srcOff = op.src.offset;
       }
-      if (hasDst) {
+      if (usesDst(op.kind)) {
         d.dstBuf = bufIndex(op.dst);
         d.dstOff = op.dst.offset;
       }
