@@ -293,8 +293,8 @@ define_steps() {
     "env STRATA_GPU_EXECUTOR=1 STRATA_DEBUG=INFO STRATA_DEBUG_SUBSYS=NET $R -n 2 --timeout 55 -- $C --counts 0,1,7,1023,70001"
   step exec_n8 75 gpuN "" "the device executor, 8 ranks, and 100 calls in flight on 2 streams" \
     "env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --counts 7,70001 --colls allreduce,reducescatter,allgather && env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --no-sync 100"
-  step graph_capture 30 gpuN "" "a collective captured into a CUDA graph: expected today, a clear refusal" \
-    "$R -n 2 --timeout 25 -- $C --counts 1 --colls barrier"
+  step graph_capture 45 gpuN "" "executor calls captured into a CUDA graph, replayed 20 times and checked, 2 and 8 ranks" \
+    "env STRATA_GPU_EXECUTOR=1 $R -n 2 --timeout 20 -- $C --counts 1 --colls barrier --graph 20 && env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 20 -- $C --counts 1 --colls barrier --graph 20"
   step abort_stopped_peer 0 gpuN "" \
     "SIGSTOP one rank with device collectives in flight; strataCommAbort on the others returns within a bound" "(none)"
   last_notbuilt "no program does this yet: strata_fault_test --doctor stop stops a rank on host buffers only (ctest \
@@ -347,6 +347,15 @@ Python and torch (3.12, torch 2.11 there), which this machine cannot build again
     "$R -n 2 --timeout 35 -- $P -b 8 -e 64K -f 8 -n 200 -w 20 -d float -T 30 --json $o/perf_small_n2.json"
   step perf_small_n8 45 gpuN "" "fixed cost, 8 ranks sharing the GPU: all-reduce 8 B - 64 KiB" \
     "$R -n 8 --timeout 40 -- $P -b 8 -e 64K -f 8 -n 100 -w 10 -d float -T 35 --json $o/perf_small_n8.json"
+  # The executor's fixed cost (one kernel per call over IPC FIFOs, LL up to 16 KiB). Target: 8 B within 1.5x of
+  # NCCL's 1-rank call (perf_n1_nccl).
+  step perf_exec_small_n2 40 gpuN "" "the device executor's fixed cost, 2 ranks: all-reduce 8 B - 64 KiB (target: 8 B \
+within 1.5x of NCCL's 1-rank call)" \
+    "env STRATA_GPU_EXECUTOR=1 $R -n 2 --timeout 35 -- $P -b 8 -e 64K -f 8 -n 200 -w 20 -d float -T 30 \
+--json $o/perf_exec_small_n2.json"
+  step perf_exec_small_n8 45 gpuN "" "the same, 8 ranks" \
+    "env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 40 -- $P -b 8 -e 64K -f 8 -n 100 -w 10 -d float -T 35 \
+--json $o/perf_exec_small_n8.json"
   step perf_large_n8 50 gpuN "" "8 ranks sharing the GPU: all-reduce 256 KiB - 256 MiB, bf16, 4 MiB rounds" \
     "$R -n 8 --timeout 45 -- $P -b 256K -e 256M -f 4 -n 5 -w 1 -d bfloat16 -T 40 --json $o/perf_large_n8.json"
   step perf_large_n8_round64M 50 gpuN "" "the same with 64 MiB rounds: what the per-round synchronisation costs" \
@@ -463,6 +472,13 @@ if j:
         n = ((rows[0].get("baselines") or {}).get("nccl") or {}).get("time_us")
         t["allreduce_8B_1rank_below_nccl"] = {"strata_us": s, "nccl_us": n,
                                               "met": s is not None and n is not None and s < n}
+        for k in (2, 8):
+            e = load("perf_exec_small_n%d.json" % k)
+            er = [r for r in e["results"] if r["size"] == 8] if e else []
+            if er and n:
+                x = er[0]["out_of_place"]["time_us"]
+                t["executor_8B_n%d_within_1p5x_nccl_1rank" % k] = {"strata_us": x, "nccl_1rank_us": n,
+                                                                    "met": x is not None and x <= 1.5 * n}
 print(json.dumps(t))
 PY
 }

@@ -49,6 +49,9 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   int rank() const override { return rank_; }
   int size() const override { return nranks_; }
   bool oneHost() const override { return oneHost_; }
+  EffectiveOp effectiveOp(strataRedOp_t op, strataDataType_t dtype) const override {
+    return redOps_.effective(op, dtype, nranks_);
+  }
   const Config& config() const override { return config_; }
   const FailureState& failure() const override { return failure_; }
   void recordFailure(strataResult_t code, const std::string& message) override { fail(Error(code, message)); }

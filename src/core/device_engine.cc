@@ -185,11 +185,11 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
   DeviceGuard guard(api_, device);
   bool capturing = false;
   check(api_.streamIsCapturing(stream, &capturing), "cudaStreamIsCapturing");
-  if (capturing)
-    throw InvalidUsage(
-        strprintf("rank %d: Strata collectives cannot be captured into a CUDA graph yet (the stream "
-                  "is capturing); run them outside the capture",
-                  host_.rank()));
+  if (capturing) {
+    // Not chained: the graph orders its replays on the stream it is launched on (DESIGN.md, "The device executor").
+    enqueueCaptured(calls, stream);
+    return;
+  }
   // Before anything is enqueued: a mismatch fails the call on every rank and leaves the stream as it was. Every
   // single collective checks (collectively, the first time), as its path may follow from the settings.
   if (calls.size() == 1 && !isP2P(calls[0].kind) && host_.size() > 1) agreeSettings();
@@ -201,10 +201,10 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
     chained_ = true;
     return;
   }
-  if (execEligible(calls, device)) {
+  if (execRefusal(calls).empty()) {
     if (execState_ == ExecState::kUnset) setupExec(device);
     if (execState_ == ExecState::kOn) {
-      enqueueExec(calls[0], stream);
+      enqueueExec(calls[0], stream, /*captured=*/false);
       check(api_.eventRecord(chainEvent_, stream), "cudaEventRecord");
       lastStream_ = stream;
       chained_ = true;

@@ -79,11 +79,15 @@ class DeviceEngine {
   /// a WARN where the user would expect the direct path, an INFO where the staging is by design or by setting.
   void noteStaged(std::span<const CollCall> calls);
   // ---- device executor (device_exec.cc) ----
-  /// Whether this call runs in the device executor (STRATA_GPU_EXECUTOR=1, one host, one collective, ...).
-  bool execEligible(std::span<const CollCall> calls, int device) const;
+  /// Why this call does not run in the device executor (STRATA_GPU_EXECUTOR=1, one host, one collective, ...), or
+  /// nothing when it does. The same on every rank for the same call.
+  std::string execRefusal(std::span<const CollCall> calls) const;
+  /// A call on a capturing stream: the executor's, with a slot of its own, else InvalidUsage saying why.
+  void enqueueCaptured(std::span<const CollCall> calls, void* stream);
   /// Collective, at the first eligible call: every rank's FIFO region exported and mapped, the control words.
   void setupExec(int device);
-  void enqueueExec(const CollCall& call, void* stream);
+  void enqueueExec(const CollCall& call, void* stream, bool captured);
+  void growExecBuffer(void** buf, size_t* have, size_t bytes);
   /// The args memory of one executor call (mapped host memory: its failure record and stop word, LaneArgs, FIFO
   /// pointer tables and lowered ops), reused once the call's event completed.
   struct ExecSlot {
@@ -95,8 +99,8 @@ class DeviceEngine {
     bool used = false;
     std::string what;  // the call, for the failure message
   };
-  /// Waits until the GPU is done with a slot, grows it to `bytes`.
-  ExecSlot& freeExecSlot(size_t bytes);
+  /// Waits until the GPU is done with a slot, grows it to `bytes`; a captured call gets a new slot of its own.
+  ExecSlot& freeExecSlot(size_t bytes, bool captured);
   /// Stream host function after an executor kernel: a lane that stopped makes the communicator failed.
   static void execFinished(void* slot);
   void freeExec(bool idle);
@@ -153,8 +157,11 @@ class DeviceEngine {
   void* execCtlDev_ = nullptr;
   void* execScratch_ = nullptr;  // device scratch of the plans (grown; old ones freed at destroy)
   size_t execScratchBytes_ = 0;
+  void* execInput_ = nullptr;  // device: an in-place pre-scaled call's input, copied first (grown like the scratch)
+  size_t execInputBytes_ = 0;
   std::vector<void*> execRetired_;
   std::deque<std::unique_ptr<ExecSlot>> execSlots_;
+  std::vector<std::unique_ptr<ExecSlot>> execCaptured_;  // slots of captured calls: every replay reads them
   struct ExecPlanEntry {
     Plan plan;
     DevPlan dev;

@@ -53,10 +53,14 @@ std::string execAlgorithm(const Config& config, CollKind k) {
 
 }  // namespace
 
-bool DeviceEngine::execEligible(std::span<const CollCall> calls, int device) const {
-  if (host_.config().gpuExecutor != 1 || calls.size() != 1 || execState_ == ExecState::kOff) return false;
+std::string DeviceEngine::execRefusal(std::span<const CollCall> calls) const {
+  if (host_.config().gpuExecutor != 1) return "the device executor is off (STRATA_GPU_EXECUTOR=1 turns it on)";
+  if (execState_ == ExecState::kOff) return "the device executor could not be set up on this communicator";
+  if (calls.size() != 1) return "a group of several calls does not run in the device executor yet";
   const int n = host_.size();
-  if (n < 2 || n > kMaxDevLanes || !host_.oneHost()) return false;
+  if (n < 2) return "a communicator of one rank copies, and needs no executor";
+  if (n > kMaxDevLanes) return strprintf("the device executor serves at most %d ranks", kMaxDevLanes);
+  if (!host_.oneHost()) return "the communicator spans several hosts (the executor serves ranks of one host)";
   const CollCall& c = calls[0];
   switch (c.kind) {
     case CollKind::kAllReduce:
@@ -65,15 +69,12 @@ bool DeviceEngine::execEligible(std::span<const CollCall> calls, int device) con
     case CollKind::kBroadcast:
     case CollKind::kReduce:
     case CollKind::kAllToAll: break;
-    default: return false;
+    default: return strprintf("%s does not run in the device executor yet", collName(c.kind));
   }
-  if (c.count == 0 || static_cast<int>(c.op) >= strataNumOps) return false;  // PreMulSum: staged
-  // Float Avg multiplies what it reads from the send buffer, which is right only out of place (the host copies
-  // first). Whether a call is in place is each rank's own choice, and every rank must take the same path: float Avg
-  // is staged, in place or not. (Integer Avg divides at the end, in place or not.)
-  if (c.op == strataAvg && dtypeIsFloat(c.dtype)) return false;
-  (void)device;
-  return true;
+  // Every op runs in the kernel: Avg and PreMulSum pre-multiply what they read from the send buffer, and an in-place
+  // call of theirs first copies its input aside (enqueueExec), so every rank takes this path whatever it passes.
+  if (c.count == 0) return "a call of 0 elements has nothing to run";
+  return {};
 }
 
 void DeviceEngine::setupExec(int device) {
@@ -161,7 +162,17 @@ void DeviceEngine::setupExec(int device) {
   execPeerMem_.clear();
 }
 
-DeviceEngine::ExecSlot& DeviceEngine::freeExecSlot(size_t bytes) {
+DeviceEngine::ExecSlot& DeviceEngine::freeExecSlot(size_t bytes, bool captured) {
+  if (captured) {
+    // A captured call's slot is read by every replay of its graph: it is never reused, and lives until destroy.
+    auto s = std::make_unique<ExecSlot>();
+    s->engine = this;
+    check(api_.hostAllocMapped(&s->host, &s->dev, bytes), "cudaHostAlloc");
+    s->bytes = bytes;
+    s->used = true;
+    execCaptured_.push_back(std::move(s));
+    return *execCaptured_.back();
+  }
   // The oldest slot whose call has finished, else a new one (at most 64 in flight; then wait for the oldest).
   ExecSlot* slot = nullptr;
   for (auto& s : execSlots_) {
@@ -219,10 +230,62 @@ void DeviceEngine::execFinished(void* arg) {
   e.host_.recordFailure(code == devproto::kFailTimedOut ? strataTimeout : strataRemoteError, msg);
 }
 
-void DeviceEngine::enqueueExec(const CollCall& c, void* stream) {
+// Grows a device buffer of the executor to `bytes`; the old one may still be in use by calls in flight (or by a
+// captured graph), so it is freed at destroy.
+void DeviceEngine::growExecBuffer(void** buf, size_t* have, size_t bytes) {
+  if (bytes <= *have) return;
+  if (*buf) execRetired_.push_back(*buf);
+  *buf = nullptr;
+  *have = 0;
+  check(api_.deviceMalloc(buf, bytes), "cudaMalloc");
+  *have = bytes;
+}
+
+void DeviceEngine::enqueueCaptured(std::span<const CollCall> calls, void* stream) {
+  const int me = host_.rank();
+  const std::string why = execRefusal(calls);
+  if (!why.empty())
+    throw InvalidUsage(
+        strprintf("rank %d: this call cannot be captured into a CUDA graph: %s. Only collectives that "
+                  "run in the device executor can be captured (their state lives on the device); "
+                  "run this one outside the capture",
+                  me, why.c_str()));
+  if (host_.size() > 1) agreeSettings();
+  if (execState_ == ExecState::kUnset)
+    throw InvalidUsage(strprintf(
+        "rank %d: a communicator's first device collective sets up its device executor (memory, CUDA IPC), which a "
+        "CUDA graph cannot capture: run one collective outside the capture first (a warm-up iteration)",
+        me));
+  // Slots, scratch and input copies are allocated here and reused by every replay: allocations are not stream work,
+  // so this thread's capture mode is relaxed around them (as CUDA asks of libraries that allocate while capturing).
+  int mode = 2;  // cudaStreamCaptureModeRelaxed
+  check(api_.exchangeCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
+  try {
+    enqueueExec(calls[0], stream, /*captured=*/true);
+  } catch (...) {
+    api_.exchangeCaptureMode(&mode);
+    throw;
+  }
+  check(api_.exchangeCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
+}
+
+void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
   const int n = host_.size(), me = host_.rank();
   const size_t esize = dtypeSize(c.dtype);
-  const bool inPlace = callInPlace(c, me, esize);
+  const EffectiveOp eff = isReducing(c.kind) ? host_.effectiveOp(c.op, c.dtype) : EffectiveOp{};
+  // The kernel pre-multiplies every element it reads from the send buffer. In place, a plan may read an element
+  // of the send buffer after writing it through the receive buffer, so the input is copied aside first and the call
+  // runs out of place from the copy (one device copy of the input, at memory speed).
+  const void* input = c.sendbuff;
+  bool inPlace = callInPlace(c, me, esize);
+  if (inPlace && eff.preScale) {
+    size_t sendElems = 0, recvElems = 0;
+    callBufferElems(c, n, me, &sendElems, &recvElems);
+    growExecBuffer(&execInput_, &execInputBytes_, sendElems * esize);
+    check(api_.memcpyAsync(execInput_, c.sendbuff, sendElems * esize, stream), "cudaMemcpyAsync (executor input)");
+    input = execInput_;
+    inPlace = false;
+  }
   const size_t chunk = std::max<size_t>(1, static_cast<size_t>(execCfg_.nslots) * execCfg_.pieceBytes / 2 / esize);
   const std::vector<uint64_t> key{
       static_cast<uint64_t>(c.kind), static_cast<uint64_t>(c.root), inPlace ? 1u : 0u, c.count, chunk, esize};
@@ -249,22 +312,13 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream) {
   const int lanes = dp.lanes();
   if (lanes == 0) return;
 
-  // Scratch: grown when a plan needs more; the old buffer may still be in use by calls in flight, so it is freed
-  // at destroy.
-  const size_t scratchBytes = dp.scratchElems * esize;
-  if (scratchBytes > execScratchBytes_) {
-    if (execScratch_) execRetired_.push_back(execScratch_);
-    execScratch_ = nullptr;
-    execScratchBytes_ = 0;
-    check(api_.deviceMalloc(&execScratch_, scratchBytes), "cudaMalloc");
-    execScratchBytes_ = scratchBytes;
-  }
+  growExecBuffer(&execScratch_, &execScratchBytes_, dp.scratchElems * esize);
 
   const size_t lanesBytes = align16(sizeof(devproto::LaneArgs) * static_cast<size_t>(lanes));
   const size_t tableBytes = align16(sizeof(void*) * static_cast<size_t>(n));
   const size_t opsBytes = sizeof(devproto::DevOp) * dp.ops.size();
   const size_t offRecv = kSlotLanes + lanesBytes, offSend = offRecv + tableBytes, offOps = offSend + tableBytes;
-  ExecSlot& slot = freeExecSlot(offOps + opsBytes);
+  ExecSlot& slot = freeExecSlot(offOps + opsBytes, captured);
   char* h = static_cast<char*>(slot.host);
   char* d = static_cast<char*>(slot.dev);
   std::memset(h, 0, kSlotLanes);  // failure record and stop word
@@ -286,7 +340,7 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream) {
     a.ops = reinterpret_cast<const devproto::DevOp*>(d + offOps) + dp.laneBegin[static_cast<size_t>(l)];
     a.nops = dp.laneBegin[static_cast<size_t>(l) + 1] - dp.laneBegin[static_cast<size_t>(l)];
     a.lane = l;
-    a.bufs[kBufSend] = const_cast<void*>(c.sendbuff);
+    a.bufs[kBufSend] = const_cast<void*>(input);
     a.bufs[kBufRecv] = c.recvbuff;
     a.bufs[kBufScratch] = execScratch_;
     a.recvMem = reinterpret_cast<void* const*>(d + offRecv);
@@ -295,10 +349,10 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream) {
     a.recvStep = reinterpret_cast<uint64_t*>(local + kLocalSteps) + n;
     a.cfg = execCfg_;
     a.dtype = c.dtype;
-    a.op = c.op == strataAvg ? ReduceKind::kSum : static_cast<ReduceKind>(c.op);
-    a.preMul = 1.0;
-    a.preMulInt = 1;
-    a.postDiv = c.op == strataAvg ? static_cast<uint64_t>(n) : 1;  // integer Avg (float Avg is not eligible)
+    a.op = eff.kind;
+    a.preMul = eff.preMul;
+    a.preMulInt = eff.preMulInt;
+    a.postDiv = eff.postDiv;
     a.recvElems = recvElems;
     a.lanesDone = reinterpret_cast<uint32_t*>(local + kLocalLanesDone);
     a.nlanes = static_cast<uint32_t>(lanes);
@@ -314,7 +368,7 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream) {
   slot.used = true;
   check(api_.launchExecutor(d + kSlotLanes, lanes, kExecThreads, stream), "the device executor's kernel launch");
   check(api_.launchHostFunc(stream, &DeviceEngine::execFinished, &slot), "cudaLaunchHostFunc");
-  check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
+  if (!captured) check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
 }
 
 void DeviceEngine::freeExec(bool idle) {
@@ -323,8 +377,10 @@ void DeviceEngine::freeExec(bool idle) {
   for (size_t r = 0; r < execPeerMem_.size(); ++r)
     if (static_cast<int>(r) != me && execPeerMem_[r]) api_.ipcCloseMemHandle(execPeerMem_[r]);
   if (!idle) {
-    // A kernel may still run: leak what it may touch (the slots, the FIFOs, the scratch), as the other paths do.
+    // A kernel may still run: leak what it may touch (the slots, the FIFOs, the scratch and input copies), as the
+    // other paths do.
     for (auto& s : execSlots_) (void)s.release();
+    for (auto& s : execCaptured_) (void)s.release();
     STRATA_WARN(kLogColl, "rank %d: device executor work still pending at destruction; its memory is leaked", me);
     return;
   }
@@ -333,8 +389,13 @@ void DeviceEngine::freeExec(bool idle) {
     if (s->host) api_.hostFree(s->host);
   }
   execSlots_.clear();
+  // Captured calls' slots: a graph that still holds them must not be launched after the communicator is destroyed
+  // (as with NCCL).
+  for (auto& s : execCaptured_) api_.hostFree(s->host);
+  execCaptured_.clear();
   for (void* p : execRetired_) api_.deviceFree(p);
   if (execScratch_) api_.deviceFree(execScratch_);
+  if (execInput_) api_.deviceFree(execInput_);
   if (execLocal_) api_.deviceFree(execLocal_);
   if (execCtlHost_) api_.hostFree(execCtlHost_);
   if (execMem_) {

@@ -12,6 +12,7 @@
 
 #include "core/call.h"
 #include "core/failure.h"
+#include "core/red_ops.h"
 #include "core/work_queue.h"
 
 namespace strata {
@@ -27,6 +28,9 @@ class HostSide {
   virtual bool oneHost() const = 0;
   virtual const Config& config() const = 0;
   virtual const FailureState& failure() const = 0;
+  /// The kernel, pre-multiplication and post-division of a reducing call's op (valid) for `dtype` on this
+  /// communicator (Avg over its size, its PreMulSum scalars).
+  virtual EffectiveOp effectiveOp(strataRedOp_t op, strataDataType_t dtype) const = 0;
   /// Makes the communicator failed with this error (its asynchronous error), as a failed host call does, and
   /// tells the other ranks; from any thread.
   virtual void recordFailure(strataResult_t code, const std::string& message) = 0;

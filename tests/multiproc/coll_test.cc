@@ -6,8 +6,10 @@
 // Built a second time as strata_gpu_coll_test (STRATA_TEST_CUDA): --device runs every call on CUDA device
 // buffers on a non-blocking stream. Inputs are uploaded before the call; after it, a kernel (Strata's own copy
 // kernel) enqueued on the same stream copies every buffer and the copy is read back, so a result that is not
-// complete in stream order fails the check. --device also checks that capturing a collective into a CUDA graph
-// is refused with a clear error (rank 0 prints what the call returned). --probe exits 0 when a CUDA device is
+// complete in stream order fails the check. --device also checks CUDA graph capture: with STRATA_GPU_EXECUTOR=1,
+// executor calls are captured and the graph replayed K times (--graph K, default 5), checked at every replay;
+// otherwise a captured collective is refused with a clear error (rank 0 prints what the call returned). --probe
+// exits 0 when a CUDA device is
 // usable and 77 (CTest's skip code) with the reason otherwise.
 // --no-sync K (with --device): instead of the matrix, K calls issued back to back on two streams with no host
 // synchronisation between them, sizes cycling through every path of the device engine (asyncStress below).
@@ -467,6 +469,76 @@ void asyncStress(strataComm_t comm, int calls) {
     std::printf("\n");
   }
 }
+
+// ---- CUDA graphs (STRATA_GPU_EXECUTOR=1) ---------------------------------------------------------------------
+// Three executor calls captured once into a CUDA graph (a Simple all-reduce larger than the FIFOs, an LL bf16
+// all-gather, an in-place float Avg all-reduce whose input is copied aside inside the graph), then the graph
+// launched `replays` times, each time on new inputs uploaded on the stream before the launch; every result is read
+// back and checked after every replay. An uncaptured call runs between replays.
+void graphReplay(strataComm_t comm, int replays) {
+  const size_t n = static_cast<size_t>(gSize);
+  constexpr size_t kAr = 300007, kAg = 33, kAvg = 1003;
+  cudaStream_t s = static_cast<cudaStream_t>(gStream);
+  Buffer x(kAr, strataFloat32), y(kAr, strataFloat32), agIn(kAg, strataBfloat16), ag(kAg * n, strataBfloat16),
+      avg(kAvg, strataFloat32);
+  char *dx, *dy, *dagIn, *dag, *davg;
+  CUDA_OK(cudaMalloc(&dx, x.bytes.size()));
+  CUDA_OK(cudaMalloc(&dy, y.bytes.size()));
+  CUDA_OK(cudaMalloc(&dagIn, agIn.bytes.size()));
+  CUDA_OK(cudaMalloc(&dag, ag.bytes.size()));
+  CUDA_OK(cudaMalloc(&davg, avg.bytes.size()));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  const strataResult_t r1 = strataAllReduce(dx, dy, kAr, strataFloat32, strataSum, comm, gStream);
+  const strataResult_t r2 = strataAllGather(dagIn, dag, kAg, strataBfloat16, comm, gStream);
+  const strataResult_t r3 = strataAllReduce(davg, davg, kAvg, strataFloat32, strataAvg, comm, gStream);
+  const std::string msg = strataGetLastError(comm);
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  if (r1 != strataSuccess || r2 != strataSuccess || r3 != strataSuccess) {
+    std::fprintf(stderr, "rank %d: graph capture: a captured call returned %d/%d/%d: %s\n", gRank, r1, r2, r3,
+                 msg.c_str());
+    std::exit(1);
+  }
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int k = 0; k < replays; ++k) {
+    const size_t shift = static_cast<size_t>(k) * 17;
+    for (size_t i = 0; i < kAr; ++i) x.set(i, value(strataSum, strataFloat32, gRank, i + shift));
+    for (size_t i = 0; i < kAg; ++i) agIn.set(i, value(strataSum, strataBfloat16, gRank, i + shift));
+    for (size_t i = 0; i < kAvg; ++i) avg.set(i, value(strataSum, strataFloat32, gRank, i + 2 * shift));
+    CUDA_OK(cudaMemcpyAsync(dx, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemcpyAsync(dagIn, agIn.bytes.data(), agIn.bytes.size(), cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemcpyAsync(davg, avg.bytes.data(), avg.bytes.size(), cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    CUDA_OK(cudaMemcpyAsync(y.bytes.data(), dy, y.bytes.size(), cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaMemcpyAsync(ag.bytes.data(), dag, ag.bytes.size(), cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaMemcpyAsync(avg.bytes.data(), davg, avg.bytes.size(), cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < kAr; ++i)
+      expect("graph allreduce", strataFloat32, strataSum, kAr, false, i, y.get(i),
+             expectedReduction(strataSum, strataFloat32, i + shift, 1.0));
+    for (size_t j = 0; j < n; ++j)
+      for (size_t i = 0; i < kAg; ++i)
+        expect("graph allgather", strataBfloat16, strataSum, kAg, false, j * kAg + i, ag.get(j * kAg + i),
+               value(strataSum, strataBfloat16, static_cast<int>(j), i + shift));
+    for (size_t i = 0; i < kAvg; ++i)
+      expect("graph avg", strataFloat32, strataAvg, kAvg, true, i, avg.get(i),
+             expectedReduction(strataAvg, strataFloat32, i + 2 * shift, 1.0));
+    // An uncaptured executor call between replays, on the same FIFOs.
+    CHECK_OK(strataAllReduce(dx, dy, 1001, strataFloat32, strataMax, comm, gStream));
+  }
+  CUDA_OK(cudaStreamSynchronize(s));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  for (char* p : {dx, dy, dagIn, dag, davg}) CUDA_OK(cudaFree(p));
+  if (gRank == 0)
+    std::printf(
+        "graph capture: 3 executor calls captured, %d replays checked (%.1f ms in all, uploads and checks "
+        "included)\n",
+        replays, ms);
+}
 #endif
 
 }  // namespace
@@ -475,8 +547,9 @@ int main(int argc, char** argv) {
   std::vector<size_t> counts = {0, 1, 7, 1023, 1048576 + 3};
   std::vector<std::string> colls;
   std::vector<std::string> algos = {""};
-  int fakeHosts = 0;  // > 0: the per-algorithm communicators see K ranks per "host" (STRATA_HOSTID)
-  int noSync = 0;     // > 0: --no-sync K, the asynchronous stress instead of the matrix (device only)
+  int fakeHosts = 0;     // > 0: the per-algorithm communicators see K ranks per "host" (STRATA_HOSTID)
+  int noSync = 0;        // > 0: --no-sync K, the asynchronous stress instead of the matrix (device only)
+  int graphReplays = 5;  // --graph K: replays of the captured graph (device, STRATA_GPU_EXECUTOR=1)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--counts" && i + 1 < argc) {
@@ -492,6 +565,12 @@ int main(int argc, char** argv) {
       noSync = std::atoi(argv[++i]);
       if (noSync < 1) {
         std::fprintf(stderr, "--no-sync K: K must be a number of calls >= 1, got '%s'\n", argv[i]);
+        return 2;
+      }
+    } else if (a == "--graph" && i + 1 < argc) {
+      graphReplays = std::atoi(argv[++i]);
+      if (graphReplays < 1) {
+        std::fprintf(stderr, "--graph K: K must be a number of replays >= 1, got '%s'\n", argv[i]);
         return 2;
       }
     } else if (a == "--device" || a == "--probe") {
@@ -511,7 +590,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--counts a,b] [--colls x,y] [--algos 'allreduce:ring;allreduce:oneshot'] "
-                   "[--fake-hosts K] [--device [--no-sync K]] [--probe]\n",
+                   "[--fake-hosts K] [--device [--no-sync K] [--graph K]] [--probe]\n",
                    argv[0]);
       return 2;
     }
@@ -540,7 +619,8 @@ int main(int argc, char** argv) {
     // Per call at most: send and recv of n * count elements of 8 bytes, each mirrored and copied once more.
     gArenaSize = 4 * (largest * 8 * static_cast<size_t>(gSize) + 4096) + (1 << 20);
     CUDA_OK(cudaMalloc(&gArena, gArenaSize));
-    // A collective captured into a CUDA graph is refused with a clear error, and the capture is not broken.
+    // Capture: with the device executor on, captured calls replay (graphReplay); without it, a captured collective
+    // is refused with a clear error and the capture is not broken.
     std::vector<char> one(64, 0);
     struct Bytes {
       std::vector<char> bytes;
@@ -548,22 +628,29 @@ int main(int argc, char** argv) {
     void* d = P(probe, probe.bytes.data());
     CHECK_OK(strataAllReduce(d, d, 4, strataFloat32, strataSum, world, gStream));
     done();
-    cudaGraph_t graph = nullptr;
-    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    d = P(probe, probe.bytes.data());
-    const strataResult_t r = strataAllReduce(d, d, 4, strataFloat32, strataSum, world, gStream);
-    const std::string msg = strataGetLastError(world);
-    CUDA_OK(cudaStreamEndCapture(s, &graph));
-    if (graph) cudaGraphDestroy(graph);
-    gMirrors.clear();
-    gArenaUsed = 0;
-    ++gChecks;
-    if (r != strataInvalidUsage || msg.find("CUDA graph") == std::string::npos) {
-      std::fprintf(stderr, "rank %d: a captured collective returned %d (%s), expected strataInvalidUsage\n", gRank,
-                   static_cast<int>(r), msg.c_str());
-      ++gFailures;
-    } else if (gRank == 0) {
-      std::printf("graph capture: strataAllReduce returned %s: %s\n", strataGetErrorString(r), msg.c_str());
+    const char* ex = std::getenv("STRATA_GPU_EXECUTOR");
+    if (ex && std::string(ex) == "1") {
+      gMirrors.clear();
+      gArenaUsed = 0;
+      graphReplay(world, graphReplays);
+    } else {
+      cudaGraph_t graph = nullptr;
+      CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+      d = P(probe, probe.bytes.data());
+      const strataResult_t r = strataAllReduce(d, d, 4, strataFloat32, strataSum, world, gStream);
+      const std::string msg = strataGetLastError(world);
+      CUDA_OK(cudaStreamEndCapture(s, &graph));
+      if (graph) cudaGraphDestroy(graph);
+      gMirrors.clear();
+      gArenaUsed = 0;
+      ++gChecks;
+      if (r != strataInvalidUsage || msg.find("CUDA graph") == std::string::npos) {
+        std::fprintf(stderr, "rank %d: a captured collective returned %d (%s), expected strataInvalidUsage\n", gRank,
+                     static_cast<int>(r), msg.c_str());
+        ++gFailures;
+      } else if (gRank == 0) {
+        std::printf("graph capture: strataAllReduce returned %s: %s\n", strataGetErrorString(r), msg.c_str());
+      }
     }
   }
 #endif

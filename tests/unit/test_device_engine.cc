@@ -3,7 +3,8 @@
 // DeviceEngine end to end without a GPU: staged collectives (buffer ranges, in-place layouts, slots, flags,
 // the worker's hooks), the CUDA IPC direct all-reduce (setup and agreement, one-shot, two-shot, both
 // parities, flag epochs over many calls), settings that differ between ranks, the warning when device all-reduces
-// fall back to staging, group and stream rules, and graph-capture refusal. What this cannot
+// fall back to staging, group and stream rules, the device executor (its kernel run by CPU threads), and CUDA graph
+// capture and replay (the fake records a capturing stream's work and replays it). What this cannot
 // show: real CUDA semantics (asynchrony, memory ordering between processes, the kernels); tests/gpu/ does.
 #include <gtest/gtest.h>
 
@@ -12,6 +13,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,9 +65,42 @@ class FakeCudaApi final : public CudaApi {
     return 0;
   }
   int streamIsCapturing(void* s, bool* c) override {
-    *c = s == kCapturingStream;
+    std::lock_guard<std::mutex> lk(capMu);
+    *c = s == kCapturingStream || captures.count(s) != 0;
     return 0;
   }
+  int exchangeCaptureMode(int* mode) override {
+    std::swap(*mode, tCaptureMode);
+    return 0;
+  }
+
+  // ---- CUDA graphs, as far as the engine sees them: between beginCapture and endCapture, stream work on that stream
+  // is recorded, not run; replay runs the recordings in order (a graph launch), with the arguments they had when
+  // captured. Allocating on a thread that captures in global mode fails, as in CUDA, unless the thread relaxed it.
+  using Graph = std::vector<std::function<void()>>;
+  void beginCapture(void* s) {
+    std::lock_guard<std::mutex> lk(capMu);
+    captures[s];
+    tCapturing = true;
+  }
+  Graph endCapture(void* s) {
+    std::lock_guard<std::mutex> lk(capMu);
+    Graph g = std::move(captures[s]);
+    captures.erase(s);
+    tCapturing = false;
+    return g;
+  }
+  static void replay(const Graph& g) {
+    for (const auto& f : g) f();
+  }
+  bool captured(void* s, std::function<void()> f) {
+    std::lock_guard<std::mutex> lk(capMu);
+    auto it = captures.find(s);
+    if (it == captures.end()) return false;
+    it->second.push_back(std::move(f));
+    return true;
+  }
+  static bool allocForbidden() { return tCapturing && tCaptureMode != 2; }
   int streamCreate(void** s) override {
     *s = reinterpret_cast<void*>(0x5);
     return 0;
@@ -83,20 +120,24 @@ class FakeCudaApi final : public CudaApi {
   }
   int streamWaitEvent(void*, void*) override { return 0; }
   int eventQuery(void*) override { return stuck ? 600 : 0; }  // stuck: the GPU never finishes
-  int memcpyAsync(void* d, const void* s, size_t n, void*) override {
+  int memcpyAsync(void* d, const void* s, size_t n, void* st) override {
+    if (captured(st, [=, this] { memcpyAsync(d, s, n, nullptr); })) return 0;
     ++copies;
     std::memmove(d, s, n);
     return 0;
   }
-  int memsetAsync(void* d, int v, size_t n, void*) override {
+  int memsetAsync(void* d, int v, size_t n, void* st) override {
+    if (captured(st, [=, this] { memsetAsync(d, v, n, nullptr); })) return 0;
     std::memset(d, v, n);
     return 0;
   }
-  int launchHostFunc(void*, void (*fn)(void*), void* arg) override {
+  int launchHostFunc(void* st, void (*fn)(void*), void* arg) override {
+    if (captured(st, [=] { fn(arg); })) return 0;
     fn(arg);
     return 0;
   }
   int deviceMalloc(void** p, size_t n) override {
+    if (allocForbidden()) return 900;  // cudaErrorStreamCaptureUnsupported
     *p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
     return *p ? 0 : 2;
   }
@@ -155,7 +196,8 @@ class FakeCudaApi final : public CudaApi {
 
   // The device executor's kernel, run by the CPU policy: one group of execThreads threads per block (lane), the
   // very runLane the GPU runs. Like every stream operation here, it runs at once on the calling thread.
-  int launchExecutor(const void* laneArgs, int lanes, int, void*) override {
+  int launchExecutor(const void* laneArgs, int lanes, int blockThreads, void* st) override {
+    if (captured(st, [=, this] { launchExecutor(laneArgs, lanes, blockThreads, nullptr); })) return 0;
     ++executorLaunches;
     const auto* args = static_cast<const devproto::LaneArgs*>(laneArgs);
     const uint32_t per = execThreads;
@@ -176,7 +218,13 @@ class FakeCudaApi final : public CudaApi {
   uint32_t execThreads = 2;
   std::atomic<bool> failIpcOpen{false};
   std::atomic<bool> multiDevice{false}, stuck{false};
+  std::mutex capMu;
+  std::map<void*, Graph> captures;
+  static thread_local bool tCapturing;
+  static thread_local int tCaptureMode;
 };
+thread_local bool FakeCudaApi::tCapturing = false;
+thread_local int FakeCudaApi::tCaptureMode = 0;
 
 // Small integers, exact in every type and every summation order.
 double valueOf(int rank, size_t i) { return static_cast<double>((rank * 7 + static_cast<int>(i % 11)) % 5) - 2.0; }
@@ -334,6 +382,8 @@ struct ExecutorOn {
   }
 };
 
+constexpr strataRedOp_t kPreMulSum = static_cast<strataRedOp_t>(-1);  // a test's marker: create one per call
+
 const CollKind kExecKinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather,
                                CollKind::kBroadcast, CollKind::kReduce,        CollKind::kAllToAll};
 
@@ -350,8 +400,9 @@ strataResult_t issueColl(CollKind k, const void* s, void* d, size_t count, strat
 }
 
 // Every collective through the engine's executor path (lanes as groups of 2 threads running the kernel's code),
-// against the host path on the same communicator and inputs: bit for bit, in and out of place, Avg included, a count
-// larger than a FIFO (8 x 128 KiB), roots first and last.
+// against the host path on the same communicator and inputs: bit for bit, in and out of place, Avg and PreMulSum
+// (float and integer) included, a count larger than a FIFO (8 x 128 KiB), roots first and last. Every call runs in
+// the kernel: none is staged, none takes the older direct path.
 TEST(DeviceEngine, ExecutorRunsEveryCollectiveAsTheHostPath) {
   Fixture f;
   ExecutorOn on;
@@ -360,10 +411,11 @@ TEST(DeviceEngine, ExecutorRunsEveryCollectiveAsTheHostPath) {
     strataRedOp_t op;
     size_t count;
   };
-  const Combo combos[] = {{strataFloat32, strataSum, 1},     {strataFloat32, strataSum, 300001},
-                          {strataBfloat16, strataMax, 1001}, {strataInt32, strataProd, 77},
-                          {strataFloat32, strataAvg, 5003},  {strataInt64, strataAvg, 999},
-                          {strataFloat16, strataMin, 64},    {strataFloat8e4m3, strataSum, 4097}};
+  const Combo combos[] = {
+      {strataFloat32, strataSum, 1},      {strataFloat32, strataSum, 300001},  {strataBfloat16, strataMax, 1001},
+      {strataInt32, strataProd, 77},      {strataFloat32, strataAvg, 5003},    {strataInt64, strataAvg, 999},
+      {strataFloat16, strataMin, 64},     {strataFloat8e4m3, strataSum, 4097}, {strataBfloat16, strataAvg, 333},
+      {strataFloat32, kPreMulSum, 70001}, {strataInt32, kPreMulSum, 513},      {strataFloat16, kPreMulSum, 9}};
   std::atomic<int> checked{0};
   for (int n : {2, 3}) {
     onRanks(n, [&](int r, strataComm_t comm) {
@@ -372,6 +424,14 @@ TEST(DeviceEngine, ExecutorRunsEveryCollectiveAsTheHostPath) {
         for (const Combo& c : combos) {
           for (int inPlace = 0; inPlace < 2; ++inPlace) {
             if (inPlace && kind == CollKind::kAllToAll) continue;
+            // PreMulSum: a scalar per rank (they may differ, as NCCL allows), float or integer as the dtype.
+            strataRedOp_t op = c.op;
+            if (op == kPreMulSum) {
+              char scalar[8] = {};
+              storeFromDouble(scalar, 0, c.dt, dtypeIsFloat(c.dt) ? 0.5 + r : 3.0 - 2.0 * r);
+              ASSERT_EQ(strataRedOpCreatePreMulSum(&op, scalar, c.dt, strataScalarHostImmediate, comm), strataSuccess)
+                  << strataGetLastError(comm);
+            }
             const size_t es = dtypeSize(c.dt);
             const bool rooted = kind == CollKind::kBroadcast || kind == CollKind::kReduce;
             const int root = rooted ? static_cast<int>(c.count % un) : 0;
@@ -399,10 +459,13 @@ TEST(DeviceEngine, ExecutorRunsEveryCollectiveAsTheHostPath) {
             layout(dev, &ds, &dd);
             layout(host, &hs, &hd);
             const std::vector<char> sendBefore(ds, ds + sendN * es);
-            ASSERT_EQ(issueColl(kind, ds, dd, c.count, c.dt, c.op, root, comm, stream(r)), strataSuccess)
+            ASSERT_EQ(issueColl(kind, ds, dd, c.count, c.dt, op, root, comm, stream(r)), strataSuccess)
                 << strataGetLastError(comm);
-            ASSERT_EQ(issueColl(kind, hs, hd, c.count, c.dt, c.op, root, comm, nullptr), strataSuccess)
+            ASSERT_EQ(issueColl(kind, hs, hd, c.count, c.dt, op, root, comm, nullptr), strataSuccess)
                 << strataGetLastError(comm);
+            if (op != c.op) {
+              ASSERT_EQ(strataRedOpDestroy(op, comm), strataSuccess);
+            }
             const bool hasResult = !(kind == CollKind::kReduce && r != root);
             if (hasResult) {
               ASSERT_EQ(std::memcmp(dd, hd, recvN * es), 0)
@@ -422,9 +485,191 @@ TEST(DeviceEngine, ExecutorRunsEveryCollectiveAsTheHostPath) {
     });
   }
   EXPECT_GT(checked.load(), 0);
-  // Most calls ran in the executor (float Avg is staged); none on the old direct path.
-  EXPECT_GT(f.api.executorLaunches.load(), checked.load() / 2);
+  EXPECT_EQ(f.api.executorLaunches.load(), checked.load());
   EXPECT_EQ(f.api.reduces.load(), 0);
+}
+
+// Every other algorithm of the reductions forced in both paths (one-shot, two-shot, recursive halving/doubling at a
+// power of two and not, tree): the kernel runs each plan as the host does, bit for bit. In place, Avg and PreMulSum
+// run from a copy of the input with the out-of-place plan, as the host path does.
+TEST(DeviceEngine, ExecutorRunsEveryAlgorithmInAndOutOfPlace) {
+  Fixture f;
+  ExecutorOn on;
+  struct Forced {
+    CollKind kind;
+    const char* algo;
+  };
+  const Forced forced[] = {{CollKind::kAllReduce, "allreduce:oneshot"},     {CollKind::kAllReduce, "allreduce:twoshot"},
+                           {CollKind::kAllReduce, "allreduce:rhd"},         {CollKind::kAllReduce, "allreduce:tree"},
+                           {CollKind::kReduceScatter, "reducescatter:rhd"}, {CollKind::kAllGather, "allgather:rhd"}};
+  const strataRedOp_t ops[] = {strataSum, strataAvg, kPreMulSum};
+  std::atomic<int> checked{0};
+  for (const Forced& fa : forced) {
+    setenv("STRATA_ALGO", fa.algo, 1);
+    for (int n : {3, 4}) {
+      onRanks(n, [&](int r, strataComm_t comm) {
+        const size_t un = static_cast<size_t>(n), ur = static_cast<size_t>(r);
+        for (strataDataType_t dt : {strataFloat32, strataInt32}) {
+          for (strataRedOp_t base : ops) {
+            if (fa.kind == CollKind::kAllGather && base != strataSum) continue;
+            for (size_t count : {size_t{1}, size_t{1003}, size_t{140001}}) {
+              for (int inPlace = 0; inPlace < 2; ++inPlace) {
+                strataRedOp_t op = base;
+                if (op == kPreMulSum) {
+                  char scalar[8] = {};
+                  storeFromDouble(scalar, 0, dt, dtypeIsFloat(dt) ? 0.25 * (r + 1) : 2.0 + r);
+                  ASSERT_EQ(strataRedOpCreatePreMulSum(&op, scalar, dt, strataScalarHostImmediate, comm),
+                            strataSuccess);
+                }
+                const size_t es = dtypeSize(dt);
+                const size_t sendN = fa.kind == CollKind::kReduceScatter ? count * un : count;
+                const size_t recvN = fa.kind == CollKind::kAllGather ? count * un : count;
+                const size_t areaN = std::max(sendN, recvN);
+                std::vector<char> dev((areaN + sendN) * es), host((areaN + sendN) * es);
+                auto layout = [&](std::vector<char>& a, const char** sp, char** dp) {
+                  char* base = a.data();
+                  *dp = base;
+                  *sp = inPlace ? base : base + areaN * es;
+                  if (inPlace && fa.kind == CollKind::kAllGather) *sp = base + ur * count * es;
+                  if (inPlace && fa.kind == CollKind::kReduceScatter) *dp = base + ur * count * es;
+                  for (size_t i = 0; i < sendN; ++i) storeFromDouble(const_cast<char*>(*sp), i, dt, valueOf(r, i));
+                };
+                const char *ds, *hs;
+                char *dd, *hd;
+                layout(dev, &ds, &dd);
+                layout(host, &hs, &hd);
+                ASSERT_EQ(issueColl(fa.kind, ds, dd, count, dt, op, 0, comm, stream(r)), strataSuccess)
+                    << strataGetLastError(comm);
+                ASSERT_EQ(issueColl(fa.kind, hs, hd, count, dt, op, 0, comm, nullptr), strataSuccess)
+                    << strataGetLastError(comm);
+                ASSERT_EQ(std::memcmp(dd, hd, recvN * es), 0)
+                    << fa.algo << " rank " << r << " n " << n << " count " << count << " " << dtypeName(dt) << " op "
+                    << base << (inPlace ? " in place" : " out of place");
+                if (op != base) {
+                  ASSERT_EQ(strataRedOpDestroy(op, comm), strataSuccess);
+                }
+                ++checked;
+              }
+            }
+          }
+        }
+      });
+    }
+  }
+  setenv("STRATA_ALGO", "allreduce:ring,reducescatter:ring,allgather:ring,broadcast:chain,reduce:chain", 1);
+  EXPECT_EQ(f.api.executorLaunches.load(), checked.load());
+}
+
+// CUDA graphs: executor calls captured once and replayed many times give, at every replay, what the host path gives
+// on that replay's inputs (the FIFO steps live on the device and advance with each replay; nothing per call is chosen
+// by the host). Uncaptured calls between replays keep working. The first collective cannot be captured (it sets the
+// executor up), nor can a group, send/recv, or any call while the executor is off: each refusal says why.
+TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
+  Fixture f;
+  ExecutorOn on;
+  constexpr int n = 3;
+  constexpr size_t kAr = 70001, kAg = 33, kRs = 515, kAvg = 1003;
+  onRanks(n, [&](int r, strataComm_t comm) {
+    void* st = stream(r);
+    std::vector<float> x(kAr), y(kAr), hy(kAr), avg(kAvg), havg(kAvg);
+    std::vector<int32_t> rs(kRs * n), hrs(kRs * n);
+    std::vector<uint16_t> agIn(kAg), ag(kAg * n), hag(kAg * n);
+    auto expectRefused = [&](const char* what, auto call, const char* says) {
+      f.api.beginCapture(st);
+      const strataResult_t res = call();
+      const std::string msg = strataGetLastError(comm);
+      FakeCudaApi::Graph g = f.api.endCapture(st);
+      EXPECT_EQ(res, strataInvalidUsage) << what;
+      EXPECT_NE(msg.find("CUDA graph"), std::string::npos) << what << ": " << msg;
+      EXPECT_NE(msg.find(says), std::string::npos) << what << ": " << msg;
+      EXPECT_TRUE(g.empty()) << what << ": a refused call left work in the graph";
+    };
+    expectRefused(
+        "the first call", [&] { return strataAllReduce(x.data(), y.data(), kAr, strataFloat32, strataSum, comm, st); },
+        "warm-up");
+    ASSERT_EQ(strataAllReduce(x.data(), y.data(), kAr, strataFloat32, strataSum, comm, st), strataSuccess);
+    expectRefused(
+        "a group",
+        [&] {
+          strataGroupStart();
+          strataAllReduce(x.data(), y.data(), 8, strataFloat32, strataSum, comm, st);
+          strataAllReduce(x.data(), y.data(), 8, strataFloat32, strataMax, comm, st);
+          return strataGroupEnd();
+        },
+        "group");
+    expectRefused(
+        "send/recv",
+        [&] {
+          strataGroupStart();
+          strataSend(x.data(), 8, strataFloat32, (r + 1) % n, comm, st);
+          strataRecv(y.data(), 8, strataFloat32, (r + n - 1) % n, comm, st);
+          return strataGroupEnd();
+        },
+        "group");
+
+    // The graph: an all-reduce (Simple, larger than a FIFO), an in-place integer PreMulSum reduce-scatter, a bf16
+    // all-gather (LL), an in-place float Avg all-reduce (its input copied aside inside the graph).
+    strataRedOp_t pms;
+    int32_t scalar = 2 + r;
+    ASSERT_EQ(strataRedOpCreatePreMulSum(&pms, &scalar, strataInt32, strataScalarHostImmediate, comm), strataSuccess);
+    f.api.beginCapture(st);
+    ASSERT_EQ(strataAllReduce(x.data(), y.data(), kAr, strataFloat32, strataSum, comm, st), strataSuccess)
+        << strataGetLastError(comm);
+    ASSERT_EQ(strataReduceScatter(rs.data(), rs.data() + r * kRs, kRs, strataInt32, pms, comm, st), strataSuccess)
+        << strataGetLastError(comm);
+    ASSERT_EQ(strataAllGather(agIn.data(), ag.data(), kAg, strataBfloat16, comm, st), strataSuccess);
+    ASSERT_EQ(strataAllReduce(avg.data(), avg.data(), kAvg, strataFloat32, strataAvg, comm, st), strataSuccess);
+    const FakeCudaApi::Graph graph = f.api.endCapture(st);
+    ASSERT_FALSE(graph.empty());
+
+    for (int replay = 0; replay < 6; ++replay) {
+      // New inputs every replay, in the buffers the graph captured.
+      const size_t shift = static_cast<size_t>(replay) * 13;
+      for (size_t i = 0; i < kAr; ++i) x[i] = static_cast<float>(valueOf(r, i + shift));
+      for (size_t i = 0; i < rs.size(); ++i) rs[i] = static_cast<int32_t>(valueOf(r, i + shift)) * (replay + 1);
+      for (size_t i = 0; i < kAg; ++i) storeFromDouble(agIn.data(), i, strataBfloat16, valueOf(r, i + shift));
+      for (size_t i = 0; i < kAvg; ++i) avg[i] = static_cast<float>(valueOf(r, i + 2 * shift));
+      hrs = rs;
+      havg = avg;
+      FakeCudaApi::replay(graph);
+      ASSERT_EQ(strataAllReduce(x.data(), hy.data(), kAr, strataFloat32, strataSum, comm, nullptr), strataSuccess);
+      ASSERT_EQ(strataReduceScatter(hrs.data(), hrs.data() + r * kRs, kRs, strataInt32, pms, comm, nullptr),
+                strataSuccess);
+      ASSERT_EQ(strataAllGather(agIn.data(), hag.data(), kAg, strataBfloat16, comm, nullptr), strataSuccess);
+      ASSERT_EQ(strataAllReduce(havg.data(), havg.data(), kAvg, strataFloat32, strataAvg, comm, nullptr),
+                strataSuccess);
+      EXPECT_EQ(y, hy) << "replay " << replay << " rank " << r;
+      EXPECT_TRUE(std::equal(rs.begin() + r * kRs, rs.begin() + (r + 1) * kRs, hrs.begin() + r * kRs))
+          << "replay " << replay << " rank " << r;
+      EXPECT_EQ(ag, hag) << "replay " << replay << " rank " << r;
+      EXPECT_EQ(avg, havg) << "replay " << replay << " rank " << r;
+      // An uncaptured executor call between replays: the FIFOs' steps stay in agreement.
+      std::vector<float> z(1001), hz(1001), w(1001);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(valueOf(r, i + shift + 1));
+      ASSERT_EQ(strataAllReduce(w.data(), z.data(), w.size(), strataFloat32, strataMax, comm, st), strataSuccess);
+      ASSERT_EQ(strataAllReduce(w.data(), hz.data(), w.size(), strataFloat32, strataMax, comm, nullptr), strataSuccess);
+      EXPECT_EQ(z, hz) << "uncaptured call after replay " << replay;
+    }
+    EXPECT_EQ(strataRedOpDestroy(pms, comm), strataSuccess);
+    strataResult_t async = strataInternalError;
+    EXPECT_EQ(strataCommGetAsyncError(comm, &async), strataSuccess);
+    EXPECT_EQ(async, strataSuccess);
+  });
+  // Per rank: the warm-up, then per replay the 4 captured kernels and the uncaptured one; nothing ran at capture.
+  EXPECT_EQ(f.api.executorLaunches.load(), n * (1 + 6 * 5));
+}
+
+TEST(DeviceEngine, CaptureNeedsTheExecutor) {
+  Fixture f;
+  onRanks(2, [&](int r, strataComm_t comm) {
+    std::vector<float> x(64, 1.0f), y(64);
+    ASSERT_EQ(strataAllReduce(x.data(), y.data(), 64, strataFloat32, strataSum, comm, stream(r)), strataSuccess);
+    f.api.beginCapture(stream(r));
+    EXPECT_EQ(strataAllReduce(x.data(), y.data(), 64, strataFloat32, strataSum, comm, stream(r)), strataInvalidUsage);
+    const std::string msg = strataGetLastError(comm);
+    EXPECT_TRUE(f.api.endCapture(stream(r)).empty());
+    EXPECT_NE(msg.find("STRATA_GPU_EXECUTOR=1"), std::string::npos) << msg;
+  });
 }
 
 // A collective whose peer never comes: strataCommAbort from another thread raises the rank's abort word (the

@@ -25,7 +25,7 @@ inline constexpr int kCudaMaxReduceSources = 8;
 /// Size of a cudaIpcMemHandle_t.
 inline constexpr size_t kCudaIpcHandleBytes = 64;
 /// Bumped whenever the interface changes: libstrata refuses a libstrata_cuda.so built from other sources.
-inline constexpr int kCudaApiVersion = 2;
+inline constexpr int kCudaApiVersion = 3;
 
 class CudaApi {
  public:
@@ -43,6 +43,10 @@ class CudaApi {
   /// The device a stream belongs to (the current device for the legacy default stream).
   virtual int streamDevice(void* stream, int* device) = 0;
   virtual int streamIsCapturing(void* stream, bool* capturing) = 0;
+  /// cudaThreadExchangeStreamCaptureMode: sets this thread's capture interaction mode (CUDA's values: 0 global,
+  /// 1 thread-local, 2 relaxed) and returns the previous one in *mode. Allocations made while a stream captures
+  /// need relaxed (they are not stream work, and the graph does not replay them).
+  virtual int exchangeCaptureMode(int* mode) = 0;
 
   // ---- streams, events, copies ---------------------------------------------------------------------
   virtual int streamCreate(void** stream) = 0;  // non-blocking w.r.t. the legacy default stream

@@ -69,6 +69,13 @@ class CudaRuntimeApi final : public CudaApi {
     return e;
   }
 
+  int exchangeCaptureMode(int* mode) override {
+    auto m = static_cast<cudaStreamCaptureMode>(*mode);
+    const cudaError_t e = cudaThreadExchangeStreamCaptureMode(&m);
+    *mode = static_cast<int>(m);
+    return e;
+  }
+
   int streamCreate(void** s) override {
     return cudaStreamCreateWithFlags(reinterpret_cast<cudaStream_t*>(s), cudaStreamNonBlocking);
   }
