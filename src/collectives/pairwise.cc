@@ -14,13 +14,20 @@ Plan pairwiseAllToAll(const CollArgs& args) {
   Plan plan = gen::emptyPlan(args);
   if (!args.inPlace) {
     // One lane per direction and peer, all concurrent: a send lane never waits on a receive, so no lane can
-    // block another for longer than the peer's receive lane takes to drain the connection.
+    // block another for longer than the peer's receive lane takes to drain the connection. Blocks go in chunks,
+    // as the in-place exchange below sends them: a peer may be in place while this rank is not, and the device
+    // executor pairs ops by count (each op's protocol follows from its size).
     plan.lanes.resize(static_cast<size_t>(2 * n - 1));
     gen::append(plan.lanes[0], gen::copyOp(block(kBufRecv, r), block(kBufSend, r)));
+    const size_t chunks = gen::numChunks(count, args.chunkElems);
     for (int k = 1; k < n; ++k) {
       const int to = mod(r + k, n), from = mod(r - k, n);
-      gen::append(plan.lanes[static_cast<size_t>(2 * k - 1)], gen::sendOp(to, block(kBufSend, to)));
-      gen::append(plan.lanes[static_cast<size_t>(2 * k)], gen::recvOp(from, block(kBufRecv, from)));
+      for (size_t c = 0; c < chunks; ++c) {
+        gen::append(plan.lanes[static_cast<size_t>(2 * k - 1)],
+                    gen::sendOp(to, chunkOf(kBufSend, static_cast<size_t>(to) * count, count, c, args.chunkElems)));
+        gen::append(plan.lanes[static_cast<size_t>(2 * k)],
+                    gen::recvOp(from, chunkOf(kBufRecv, static_cast<size_t>(from) * count, count, c, args.chunkElems)));
+      }
     }
     return plan;
   }

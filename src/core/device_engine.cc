@@ -30,6 +30,7 @@ constexpr DeviceSetting kDeviceSettings[] = {
     {"STRATA_GPU_ONESHOT_BYTES", &Config::gpuOneShotMaxBytes},
     {"STRATA_GPU_STAGE_CHUNK_BYTES", &Config::gpuStageChunkBytes},
     {"STRATA_GPU_EXECUTOR", &Config::gpuExecutor},
+    {"STRATA_GPU_CHANNELS", &Config::gpuChannels},
 };
 constexpr size_t kNumDeviceSettings = sizeof(kDeviceSettings) / sizeof(kDeviceSettings[0]);
 

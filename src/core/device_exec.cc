@@ -29,11 +29,12 @@ using namespace device_detail;
 namespace {
 
 // Offsets inside a slot (bytes).
-constexpr size_t kSlotFailure = 0;     // devproto::Failure
-constexpr size_t kSlotStop = 128;      // uint32_t
-constexpr size_t kSlotLanes = 256;     // LaneArgs[lanes], then recvMem[n], sendMem[n], then the ops
-constexpr int kExecThreads = 256;      // threads per block (lane)
-constexpr size_t kLocalLanesDone = 0;  // in execLocal_: the counter, then the steps from 128
+constexpr size_t kSlotFailure = 0;                         // devproto::Failure
+constexpr size_t kSlotStop = 128;                          // uint32_t
+constexpr size_t kSlotLanes = 256;                         // LaneArgs[lanes], then recvMem[n], sendMem[n], then the ops
+constexpr int kExecThreads = 256;                          // threads per block (lane)
+constexpr size_t kExecBytesPerChannel = size_t{64} << 10;  // a call takes a channel per 64 KiB (STRATA_GPU_CHANNELS)
+constexpr size_t kLocalLanesDone = 0;                      // in execLocal_: the counter, then the steps from 128
 constexpr size_t kLocalSteps = 128;
 
 size_t align16(size_t x) { return (x + 15) / 16 * 16; }
@@ -81,13 +82,16 @@ void DeviceEngine::setupExec(int device) {
   const int n = host_.size(), me = host_.rank();
   execCfg_ = devproto::ProtoConfig{};
   execConnBytes_ = devproto::connMemBytes(execCfg_);
-  const size_t regionBytes = execConnBytes_ * static_cast<size_t>(n);
-  const size_t localBytes = kLocalSteps + 2 * sizeof(uint64_t) * static_cast<size_t>(n);
+  execChannels_ = static_cast<int>(std::clamp<size_t>(host_.config().gpuChannels, 1, kMaxDevChannels));
+  // Per channel, n FIFOs (index p: rank p -> this rank) and a send and a receive step per peer.
+  const size_t slots = static_cast<size_t>(n) * static_cast<size_t>(execChannels_);
+  const size_t regionBytes = execConnBytes_ * slots;
+  const size_t localBytes = kLocalSteps + 2 * sizeof(uint64_t) * slots;
   struct Info {
     unsigned char handle[kCudaIpcHandleBytes];
     int32_t ok;
     int32_t device;
-    uint32_t pieceBytes, nslots, llMaxBytes, pad;
+    uint32_t pieceBytes, nslots, llMaxBytes, channels;
   };
   Info mine{};
   std::string why;
@@ -117,13 +121,15 @@ void DeviceEngine::setupExec(int device) {
   mine.pieceBytes = execCfg_.pieceBytes;
   mine.nslots = execCfg_.nslots;
   mine.llMaxBytes = execCfg_.llMaxBytes;
+  mine.channels = static_cast<uint32_t>(execChannels_);
   std::vector<Info> all(static_cast<size_t>(n));
   host_.allGather(&mine, all.data(), sizeof(Info));
   execPeerMem_.assign(static_cast<size_t>(n), nullptr);
   for (int r = 0; r < n && why.empty(); ++r) {
     const Info& p = all[static_cast<size_t>(r)];
     if (p.ok != 1) why = strprintf("rank %d could not set up its device executor FIFOs (its log says why)", r);
-    else if (p.pieceBytes != mine.pieceBytes || p.nslots != mine.nslots || p.llMaxBytes != mine.llMaxBytes)
+    else if (p.pieceBytes != mine.pieceBytes || p.nslots != mine.nslots || p.llMaxBytes != mine.llMaxBytes ||
+             p.channels != mine.channels)
       why = strprintf("rank %d's FIFO settings differ from rank %d's (a build of other sources?)", r, me);
   }
   if (why.empty()) {
@@ -148,8 +154,10 @@ void DeviceEngine::setupExec(int device) {
   if (why.empty()) {
     execState_ = ExecState::kOn;
     host_.failure().watch(static_cast<uint32_t*>(execCtlHost_));
-    STRATA_INFO(kLogNet, "rank %d: device executor on (%d ranks, %zu bytes of FIFOs per rank, LL up to %u bytes)", me,
-                n, regionBytes, execCfg_.llMaxBytes);
+    STRATA_INFO(kLogNet,
+                "rank %d: device executor on (%d ranks, up to %d channels, %zu bytes of FIFOs per rank, LL up to %u "
+                "bytes)",
+                me, n, execChannels_, regionBytes, execCfg_.llMaxBytes);
     return;
   }
   execState_ = ExecState::kOff;
@@ -286,9 +294,16 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
     input = execInput_;
     inPlace = false;
   }
-  const size_t chunk = std::max<size_t>(1, static_cast<size_t>(execCfg_.nslots) * execCfg_.pieceBytes / 2 / esize);
+  // Channels: the same count on every rank, from the algorithm and the call's size. Each channel runs the plan on
+  // its part of every op, so the plan's chunks grow with the channels: each channel's part keeps the FIFO's
+  // half-capacity rule.
+  const std::string algo = execAlgorithm(host_.config(), c.kind);
+  const int channels = channelsFor(c.kind, algo, n, callBytes(c, n), execChannels_, kExecBytesPerChannel);
+  const size_t chunk =
+      std::max<size_t>(1, static_cast<size_t>(channels) * execCfg_.nslots * execCfg_.pieceBytes / 2 / esize);
   const std::vector<uint64_t> key{
-      static_cast<uint64_t>(c.kind), static_cast<uint64_t>(c.root), inPlace ? 1u : 0u, c.count, chunk, esize};
+      static_cast<uint64_t>(c.kind),  static_cast<uint64_t>(c.root), inPlace ? 1u : 0u, c.count, chunk, esize,
+      static_cast<uint64_t>(channels)};
   ExecPlanEntry* entry = nullptr;
   for (auto& [k, v] : execPlans_)
     if (k == key) entry = v.get();
@@ -303,8 +318,14 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
     args.root = c.root;
     args.inPlace = inPlace;
     args.chunkElems = chunk;
-    fresh->plan = makePlan(args, execAlgorithm(host_.config(), c.kind));
-    fresh->dev = lowerPlan(fresh->plan);
+    fresh->plan = makePlan(args, algo);
+    LowerOptions lo;
+    lo.channels = channels;
+    lo.inPlace = inPlace;
+    if (inPlace)  // the send buffer's element 0 as an element of the receive buffer (NCCL's in-place layouts)
+      lo.sendAt = (static_cast<const char*>(c.sendbuff) - static_cast<const char*>(c.recvbuff)) /
+                  static_cast<std::ptrdiff_t>(esize);
+    fresh->dev = lowerPlan(fresh->plan, lo);
     entry = fresh.get();
     execPlans_.emplace_back(key, std::move(fresh));
   }
@@ -315,7 +336,8 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
   growExecBuffer(&execScratch_, &execScratchBytes_, dp.scratchElems * esize);
 
   const size_t lanesBytes = align16(sizeof(devproto::LaneArgs) * static_cast<size_t>(lanes));
-  const size_t tableBytes = align16(sizeof(void*) * static_cast<size_t>(n));
+  const size_t un = static_cast<size_t>(n), uch = static_cast<size_t>(execChannels_);
+  const size_t tableBytes = align16(sizeof(void*) * un * uch);
   const size_t opsBytes = sizeof(devproto::DevOp) * dp.ops.size();
   const size_t offRecv = kSlotLanes + lanesBytes, offSend = offRecv + tableBytes, offOps = offSend + tableBytes;
   ExecSlot& slot = freeExecSlot(offOps + opsBytes, captured);
@@ -324,9 +346,11 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
   std::memset(h, 0, kSlotLanes);  // failure record and stop word
   auto** recvMem = reinterpret_cast<void**>(h + offRecv);
   auto** sendMem = reinterpret_cast<void**>(h + offSend);
-  for (int p = 0; p < n; ++p) {
-    recvMem[p] = execPeerMem_[static_cast<size_t>(me)] + static_cast<size_t>(p) * execConnBytes_;
-    sendMem[p] = execPeerMem_[static_cast<size_t>(p)] + static_cast<size_t>(me) * execConnBytes_;
+  for (size_t ch = 0; ch < static_cast<size_t>(dp.channels); ++ch) {
+    for (size_t p = 0; p < un; ++p) {
+      recvMem[ch * un + p] = execPeerMem_[static_cast<size_t>(me)] + (ch * un + p) * execConnBytes_;
+      sendMem[ch * un + p] = execPeerMem_[p] + (ch * un + static_cast<size_t>(me)) * execConnBytes_;
+    }
   }
   if (opsBytes) std::memcpy(h + offOps, dp.ops.data(), opsBytes);
   const size_t recvElems = [&] {
@@ -343,10 +367,11 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
     a.bufs[kBufSend] = const_cast<void*>(input);
     a.bufs[kBufRecv] = c.recvbuff;
     a.bufs[kBufScratch] = execScratch_;
-    a.recvMem = reinterpret_cast<void* const*>(d + offRecv);
-    a.sendMem = reinterpret_cast<void* const*>(d + offSend);
-    a.sendStep = reinterpret_cast<uint64_t*>(local + kLocalSteps);
-    a.recvStep = reinterpret_cast<uint64_t*>(local + kLocalSteps) + n;
+    const size_t ch = static_cast<size_t>(dp.channelOf(l));
+    a.recvMem = reinterpret_cast<void* const*>(d + offRecv) + ch * un;
+    a.sendMem = reinterpret_cast<void* const*>(d + offSend) + ch * un;
+    a.sendStep = reinterpret_cast<uint64_t*>(local + kLocalSteps) + ch * un;
+    a.recvStep = reinterpret_cast<uint64_t*>(local + kLocalSteps) + uch * un + ch * un;
     a.cfg = execCfg_;
     a.dtype = c.dtype;
     a.op = eff.kind;

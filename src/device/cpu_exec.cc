@@ -18,25 +18,28 @@ namespace strata {
 using devproto::ConnCtrl;
 using devproto::Failure;
 
-// Per rank: abort word, stop word, failure record, then send and receive steps for every peer.
+// Per rank: abort word, stop word, failure record, then per channel send and receive steps for every peer.
 struct CpuDeviceWorld::RankBlock {
   alignas(128) uint32_t abort;
   alignas(128) uint32_t stop;
   alignas(128) Failure failure;
-  alignas(128) uint64_t steps[1];  // 2 * nranks: send steps, then receive steps
+  alignas(128) uint64_t steps[1];  // per channel, 2 * nranks: send steps, then receive steps
 };
 
-CpuDeviceWorld::CpuDeviceWorld(int nranks, const devproto::ProtoConfig& cfg) : nranks_(nranks), cfg_(cfg) {
+CpuDeviceWorld::CpuDeviceWorld(int nranks, const devproto::ProtoConfig& cfg, int channels)
+    : nranks_(nranks), cfg_(cfg), channels_(channels) {
   if (nranks < 1) throw InvalidArgument("device world: nranks " + std::to_string(nranks));
+  if (channels < 1 || channels > kMaxDevChannels)
+    throw InvalidArgument("device world: channels " + std::to_string(channels));
   if (cfg.pieceBytes == 0 || cfg.pieceBytes % 16 || cfg.llMaxBytes % 16 || cfg.llMaxBytes > cfg.pieceBytes ||
       cfg.nslots == 0)
     throw InvalidArgument(
         "device world: pieceBytes must be a positive multiple of 16, llMaxBytes a multiple of 16 "
         "at most pieceBytes, nslots positive");
   connBytes_ = devproto::connMemBytes(cfg);
-  rankBytes_ = (offsetof(RankBlock, steps) + 2 * sizeof(uint64_t) * static_cast<size_t>(nranks) + 127) / 128 * 128;
-  const size_t n = static_cast<size_t>(nranks);
-  bytes_ = n * n * connBytes_ + n * rankBytes_;
+  const size_t n = static_cast<size_t>(nranks), ch = static_cast<size_t>(channels);
+  rankBytes_ = (offsetof(RankBlock, steps) + 2 * sizeof(uint64_t) * n * ch + 127) / 128 * 128;
+  bytes_ = ch * n * n * connBytes_ + n * rankBytes_;
   void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) STRATA_THROW_SYS("device world: mmap of " + std::to_string(bytes_) + " bytes");
   base_ = static_cast<char*>(p);  // zero-filled: every head, tail, step, flag and word starts at 0
@@ -44,17 +47,20 @@ CpuDeviceWorld::CpuDeviceWorld(int nranks, const devproto::ProtoConfig& cfg) : n
 
 CpuDeviceWorld::~CpuDeviceWorld() { munmap(base_, bytes_); }
 
-void* CpuDeviceWorld::connMem(int from, int to) const {
-  return base_ + (static_cast<size_t>(to) * static_cast<size_t>(nranks_) + static_cast<size_t>(from)) * connBytes_;
+void* CpuDeviceWorld::connMem(int from, int to, int channel) const {
+  const size_t n = static_cast<size_t>(nranks_);
+  return base_ +
+         ((static_cast<size_t>(channel) * n + static_cast<size_t>(to)) * n + static_cast<size_t>(from)) * connBytes_;
 }
 
 CpuDeviceWorld::RankBlock* CpuDeviceWorld::block(int r) const {
   const size_t n = static_cast<size_t>(nranks_);
-  return reinterpret_cast<RankBlock*>(base_ + n * n * connBytes_ + static_cast<size_t>(r) * rankBytes_);
+  return reinterpret_cast<RankBlock*>(base_ + static_cast<size_t>(channels_) * n * n * connBytes_ +
+                                      static_cast<size_t>(r) * rankBytes_);
 }
 
-uint64_t* CpuDeviceWorld::sendSteps(int r) const { return block(r)->steps; }
-uint64_t* CpuDeviceWorld::recvSteps(int r) const { return block(r)->steps + nranks_; }
+uint64_t* CpuDeviceWorld::sendSteps(int r, int channel) const { return block(r)->steps + 2 * channel * nranks_; }
+uint64_t* CpuDeviceWorld::recvSteps(int r, int channel) const { return block(r)->steps + (2 * channel + 1) * nranks_; }
 uint32_t* CpuDeviceWorld::abortWord(int r) const { return &block(r)->abort; }
 uint32_t* CpuDeviceWorld::stopWord(int r) const { return &block(r)->stop; }
 Failure* CpuDeviceWorld::failure(int r) const { return &block(r)->failure; }
@@ -63,11 +69,18 @@ uint32_t runRankOnCpu(CpuDeviceWorld& world, int rank, const DevPlan& plan, cons
   if (plan.nranks != world.nranks() || plan.rank != rank)
     throw InvalidArgument("device plan of rank " + std::to_string(plan.rank) + "/" + std::to_string(plan.nranks) +
                           " run as rank " + std::to_string(rank) + "/" + std::to_string(world.nranks()));
+  if (plan.channels > world.channels())
+    throw InvalidArgument("device plan of " + std::to_string(plan.channels) + " channels in a world of " +
+                          std::to_string(world.channels()));
   const int n = world.nranks();
-  std::vector<void*> recvMem(static_cast<size_t>(n)), sendMem(static_cast<size_t>(n));
-  for (int p = 0; p < n; ++p) {
-    recvMem[static_cast<size_t>(p)] = world.connMem(p, rank);
-    sendMem[static_cast<size_t>(p)] = world.connMem(rank, p);
+  // Per channel, the FIFO pointer tables of every peer.
+  const size_t un = static_cast<size_t>(n);
+  std::vector<void*> recvMem(un * static_cast<size_t>(plan.channels)), sendMem(recvMem.size());
+  for (int c = 0; c < plan.channels; ++c) {
+    for (int p = 0; p < n; ++p) {
+      recvMem[static_cast<size_t>(c) * un + static_cast<size_t>(p)] = world.connMem(p, rank, c);
+      sendMem[static_cast<size_t>(c) * un + static_cast<size_t>(p)] = world.connMem(rank, p, c);
+    }
   }
   // A new call: nothing failed yet. (The previous call's lanes have all returned.)
   devproto::HostPolicy::storeRelaxed(world.stopWord(rank), 0u);
@@ -83,10 +96,11 @@ uint32_t runRankOnCpu(CpuDeviceWorld& world, int rank, const DevPlan& plan, cons
     a.nops = plan.laneBegin[static_cast<size_t>(l) + 1] - plan.laneBegin[static_cast<size_t>(l)];
     a.lane = l;
     for (int b = 0; b < 3; ++b) a.bufs[b] = call.bufs[b];
-    a.recvMem = recvMem.data();
-    a.sendMem = sendMem.data();
-    a.sendStep = world.sendSteps(rank);
-    a.recvStep = world.recvSteps(rank);
+    const int ch = plan.channelOf(l);
+    a.recvMem = recvMem.data() + static_cast<size_t>(ch) * un;
+    a.sendMem = sendMem.data() + static_cast<size_t>(ch) * un;
+    a.sendStep = world.sendSteps(rank, ch);
+    a.recvStep = world.recvSteps(rank, ch);
     a.cfg = world.config();
     a.dtype = call.dtype;
     a.op = call.op;

@@ -17,18 +17,20 @@ namespace strata {
 
 class CpuDeviceWorld {
  public:
-  CpuDeviceWorld(int nranks, const devproto::ProtoConfig& cfg);
+  /// `channels`: the most channels a lowered plan may use (each has its own FIFOs and steps per peer).
+  CpuDeviceWorld(int nranks, const devproto::ProtoConfig& cfg, int channels = 1);
   ~CpuDeviceWorld();
   CpuDeviceWorld(const CpuDeviceWorld&) = delete;
   CpuDeviceWorld& operator=(const CpuDeviceWorld&) = delete;
 
   int nranks() const { return nranks_; }
+  int channels() const { return channels_; }
   const devproto::ProtoConfig& config() const { return cfg_; }
-  /// The FIFO of from -> to, held by `to`.
-  void* connMem(int from, int to) const;
-  /// Rank r's persistent step counters, one per peer.
-  uint64_t* sendSteps(int r) const;
-  uint64_t* recvSteps(int r) const;
+  /// The FIFO of from -> to on a channel, held by `to`.
+  void* connMem(int from, int to, int channel = 0) const;
+  /// Rank r's persistent step counters of a channel, one per peer.
+  uint64_t* sendSteps(int r, int channel = 0) const;
+  uint64_t* recvSteps(int r, int channel = 0) const;
   /// Rank r's abort word (what strataCommAbort or the host's peer watch sets), stop word and failure record.
   uint32_t* abortWord(int r) const;
   uint32_t* stopWord(int r) const;
@@ -41,6 +43,7 @@ class CpuDeviceWorld {
   RankBlock* block(int r) const;
   int nranks_;
   devproto::ProtoConfig cfg_;
+  int channels_;
   size_t connBytes_ = 0, rankBytes_ = 0, bytes_ = 0;
   char* base_ = nullptr;
 };

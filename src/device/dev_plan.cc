@@ -1,20 +1,121 @@
 #include "device/dev_plan.h"
 
+#include <algorithm>
 #include <string>
 
 #include "util/error.h"
 
 namespace strata {
 
-DevPlan lowerPlan(const Plan& plan) {
+namespace {
+
+// Memory an op touches, in one of three spaces: the receive buffer (and, in place, the send buffer inside it), the
+// send buffer out of place, the scratch.
+struct Footprint {
+  int space = 0;
+  int64_t begin = 0, end = 0;  // elements
+  size_t op = 0;               // index over the whole plan
+  bool write = false;
+};
+
+void addFootprint(std::vector<Footprint>& out, const Region& r, size_t op, bool write, const LowerOptions& o) {
+  if (r.count == 0) return;
+  Footprint f;
+  f.op = op;
+  f.write = write;
+  f.begin = static_cast<int64_t>(r.offset);
+  if (r.buf == kBufScratch) {
+    f.space = 2;
+  } else if (r.buf == kBufRecv || o.inPlace) {
+    f.space = 1;
+    if (r.buf == kBufSend) f.begin += o.sendAt;
+  } else {
+    f.space = 0;
+  }
+  f.end = f.begin + static_cast<int64_t>(r.count);
+  out.push_back(f);
+}
+
+}  // namespace
+
+bool channelSplittable(const Plan& plan, const LowerOptions& options) {
+  std::vector<Footprint> fp;
+  size_t index = 0;
+  for (const auto& lane : plan.lanes) {
+    for (const Op& op : lane) {
+      if (usesSrc(op.kind)) addFootprint(fp, op.src, index, false, options);
+      if (usesDst(op.kind)) {
+        addFootprint(fp, op.dst, index, true, options);
+        if (op.kind == OpKind::kReduceLocal) addFootprint(fp, op.dst, index, false, options);
+      }
+      ++index;
+    }
+  }
+  std::sort(fp.begin(), fp.end(), [](const Footprint& a, const Footprint& b) {
+    return a.space != b.space ? a.space < b.space : a.begin < b.begin;
+  });
+  // Sweep each space in order of start: every footprint against those still open when it starts.
+  std::vector<const Footprint*> open;
+  int space = -1;
+  for (const Footprint& f : fp) {
+    if (f.space != space) {
+      open.clear();
+      space = f.space;
+    }
+    std::erase_if(open, [&](const Footprint* o) { return o->end <= f.begin; });
+    for (const Footprint* o : open) {
+      if (o->op == f.op || (!o->write && !f.write)) continue;
+      if (o->begin != f.begin || o->end != f.end) return false;
+    }
+    open.push_back(&f);
+  }
+  return true;
+}
+
+bool channelSafe(CollKind kind, const std::string& algorithm) {
+  switch (kind) {
+    case CollKind::kAllReduce:
+    case CollKind::kReduceScatter:
+    case CollKind::kAllGather: return algorithm == "ring";
+    case CollKind::kBroadcast:
+    case CollKind::kReduce: return algorithm == "chain";
+    case CollKind::kAllToAll: return algorithm == "pairwise";
+    default: return false;
+  }
+}
+
+int channelsFor(CollKind kind, const std::string& algorithm, int nranks, size_t callBytes, int maxChannels,
+                size_t bytesPerChannel) {
+  if (!channelSafe(kind, algorithm) || maxChannels <= 1) return 1;
+  // The most lanes any rank's plan has: pairwise out of place runs a lane per direction and peer; chain two.
+  const int lanes = kind == CollKind::kAllToAll ? 2 * nranks - 1 : 2;
+  const size_t byBytes = callBytes / std::max<size_t>(1, bytesPerChannel);
+  const size_t c = std::min({static_cast<size_t>(std::min(maxChannels, kMaxDevChannels)), std::max<size_t>(1, byBytes),
+                             static_cast<size_t>(std::max(1, kMaxDevLanes / std::max(1, lanes)))});
+  return static_cast<int>(c);
+}
+
+DevPlan lowerPlan(const Plan& plan, const LowerOptions& options) {
   validatePlan(plan);
   if (plan.lanes.size() > static_cast<size_t>(kMaxDevLanes))
     throw InvalidArgument("device plan: " + std::to_string(plan.lanes.size()) + " lanes (at most " +
                           std::to_string(kMaxDevLanes) + ")");
+  if (options.channels < 1 || options.channels > kMaxDevChannels)
+    throw InvalidArgument("device plan: " + std::to_string(options.channels) + " channels (1 to " +
+                          std::to_string(kMaxDevChannels) + ")");
   DevPlan out;
   out.rank = plan.rank;
   out.nranks = plan.nranks;
   out.scratchElems = plan.scratchElems;
+  out.lanesPerChannel = static_cast<int>(plan.lanes.size());
+  out.channels = options.channels;
+  if (static_cast<size_t>(out.channels) * plan.lanes.size() > static_cast<size_t>(kMaxDevLanes))
+    throw InvalidArgument("device plan: " + std::to_string(out.channels) + " channels x " +
+                          std::to_string(plan.lanes.size()) + " lanes (at most " + std::to_string(kMaxDevLanes) +
+                          " lanes in all)");
+  if (out.channels > 1 && !channelSplittable(plan, options))
+    throw InternalError("device plan: " + plan.algorithm + " on rank " + std::to_string(plan.rank) +
+                        " cannot be split into channels (an op reads part of what another op wrote)");
   out.laneBegin.push_back(0);
   auto bufIndex = [&](const Region& r) {
     if (r.buf < 0 || r.buf >= kBuffersPerColl)
@@ -22,24 +123,31 @@ DevPlan lowerPlan(const Plan& plan) {
                             " (groups of several calls are not lowered yet)");
     return static_cast<uint8_t>(r.buf);
   };
-  for (const auto& lane : plan.lanes) {
-    for (const Op& op : lane) {
-      devproto::DevOp d{};
-      d.kind = static_cast<uint8_t>(op.kind);
-      d.recvPeer = op.receives() ? op.recvPeer : -1;
-      d.sendPeer = op.sends() ? op.sendPeer : -1;
-      if (usesSrc(op.kind)) {
-        d.srcBuf = bufIndex(op.src);
-        d.srcOff = op.src.offset;
+  const size_t parts = static_cast<size_t>(out.channels);
+  for (size_t c = 0; c < parts; ++c) {
+    for (const auto& lane : plan.lanes) {
+      for (const Op& op : lane) {
+        // Channel c's part of the op: near-equal parts, the first (count % parts) one element longer.
+        const size_t count = op.count(), base = count / parts, rem = count % parts;
+        const size_t first = c * base + std::min(c, rem), mine = base + (c < rem ? 1 : 0);
+        if (mine == 0 && (count > 0 || c > 0)) continue;  // both ends skip the same empty parts
+        devproto::DevOp d{};
+        d.kind = static_cast<uint8_t>(op.kind);
+        d.recvPeer = op.receives() ? op.recvPeer : -1;
+        d.sendPeer = op.sends() ? op.sendPeer : -1;
+        if (usesSrc(op.kind)) {
+          d.srcBuf = bufIndex(op.src);
+          d.srcOff = op.src.offset + first;
+        }
+        if (usesDst(op.kind)) {
+          d.dstBuf = bufIndex(op.dst);
+          d.dstOff = op.dst.offset + first;
+        }
+        d.count = mine;
+        out.ops.push_back(d);
       }
-      if (usesDst(op.kind)) {
-        d.dstBuf = bufIndex(op.dst);
-        d.dstOff = op.dst.offset;
-      }
-      d.count = op.count();
-      out.ops.push_back(d);
+      out.laneBegin.push_back(static_cast<uint32_t>(out.ops.size()));
     }
-    out.laneBegin.push_back(static_cast<uint32_t>(out.ops.size()));
   }
   return out;
 }

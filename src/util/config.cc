@@ -42,6 +42,9 @@ constexpr ConfigVar kConfigVars[] = {
     {"STRATA_GPU_EXECUTOR", "0", IntegerField{&Config::gpuExecutor, 0, 1},
      "1: device collectives on one host run in the device executor (kernels over CUDA IPC FIFOs; not yet run on a "
      "GPU)"},
+    {"STRATA_GPU_CHANNELS", "8", IntegerField{&Config::gpuChannels, 1, 32},
+     "most channels (thread blocks, each with FIFOs of its own per peer) a device executor call uses; one per 64 KiB "
+     "of the call"},
     {"STRATA_FLIGHT_RECORDER_ENTRIES", "2000", IntegerField{&Config::flightRecorderEntries, 0, 1 << 24},
      "operations each communicator's flight recorder keeps (0: off)"},
     {"STRATA_FLIGHT_RECORDER_DIR", "", TextField{&Config::flightRecorderDir},

@@ -58,6 +58,10 @@ struct Config {
   /// STRATA_GPU_EXECUTOR: 1 runs device collectives between ranks of one host in the device executor (one kernel
   /// per call over CUDA IPC FIFOs, src/device/); 0 (default, until it has run on a GPU): the direct and staged paths.
   size_t gpuExecutor;
+  /// STRATA_GPU_CHANNELS: the most channels of a device executor call (ring, chain and pairwise plans run as that
+  /// many copies of themselves on parts of the data, each a thread block with FIFOs of its own per peer); a call
+  /// takes one per 64 KiB of its size up to this.
+  size_t gpuChannels;
   /// STRATA_FLIGHT_RECORDER_ENTRIES: operations each communicator's flight recorder keeps (0: none).
   int flightRecorderEntries = 2000;
   /// STRATA_FLIGHT_RECORDER_DIR: where the flight recorder's dumps are written on a timeout, a failure, an

@@ -58,13 +58,17 @@ struct Case {
   double preMul = 1.0;   // PreMulSum (float types) or its integer factor
   uint64_t postDiv = 1;  // integer Avg
   uint32_t threads = 1;  // per lane: >1 runs each lane as a group, as a thread block
+  int channels = 1;      // channels (the executor's algorithms only; the others run one)
+  bool mixed = false;    // odd ranks take the other placement: in place is each rank's own choice
+  bool inPlaceAt(int r) const { return inPlace != (mixed && r % 2 == 1); }
   std::string str() const {
     return std::string(collName(kind)) + "/" + algorithm + " n=" + std::to_string(nranks) +
            " count=" + std::to_string(count) + " root=" + std::to_string(root) + (inPlace ? " in-place" : "") +
            " dtype=" + std::to_string(dtype) + " op=" + std::to_string(static_cast<int>(op)) +
            (preMul != 1.0 ? " premul=" + std::to_string(preMul) : "") +
            (postDiv != 1 ? " postdiv=" + std::to_string(postDiv) : "") +
-           (threads > 1 ? " threads/lane=" + std::to_string(threads) : "");
+           (threads > 1 ? " threads/lane=" + std::to_string(threads) : "") +
+           (channels > 1 ? " channels=" + std::to_string(channels) : "") + (mixed ? " mixed-placement" : "");
   }
 };
 
@@ -130,7 +134,7 @@ bool makeWorld(const Case& c, const ProtoConfig& cfg, uint64_t seed, bool outOfP
     args.rank = r;
     args.count = c.count;
     args.root = c.root;
-    args.inPlace = c.inPlace && !outOfPlacePlan;
+    args.inPlace = c.inPlaceAt(r) && !outOfPlacePlan;
     // The executor's chunk rule: half the connection's capacity (in whole pieces of either protocol).
     args.chunkElems = std::max<size_t>(1, static_cast<size_t>(cfg.nslots) * cfg.pieceBytes / 2 / es);
     try {
@@ -143,7 +147,7 @@ bool makeWorld(const Case& c, const ProtoConfig& cfg, uint64_t seed, bool outOfP
   for (int r = 0; r < c.nranks; ++r) {
     RankMem& m = w->mem[static_cast<size_t>(r)];
     const size_t sn = sendElems(c, r), rn = recvElems(c, r);
-    if (c.inPlace) {
+    if (c.inPlaceAt(r)) {
       m.area.assign(std::max(sn + inPlaceSendOffset(c, r), rn + inPlaceRecvOffset(c, r)) * es + 1, 0);
       m.sendPtr = m.area.data() + inPlaceSendOffset(c, r) * es;
       m.recvPtr = m.area.data() + inPlaceRecvOffset(c, r) * es;
@@ -162,17 +166,26 @@ bool makeWorld(const Case& c, const ProtoConfig& cfg, uint64_t seed, bool outOfP
 std::vector<void*> buffersOf(const Case& c, RankMem& m, int r) {
   void* sendBuf = m.sendPtr;
   void* recvBuf = m.recvPtr;
-  if (!c.inPlace && c.kind == CollKind::kBroadcast && r != c.root) sendBuf = nullptr;
-  if (!c.inPlace && c.kind == CollKind::kReduce && r != c.root) recvBuf = nullptr;
+  if (!c.inPlaceAt(r) && c.kind == CollKind::kBroadcast && r != c.root) sendBuf = nullptr;
+  if (!c.inPlaceAt(r) && c.kind == CollKind::kReduce && r != c.root) recvBuf = nullptr;
   return {sendBuf, recvBuf, m.scratch.data()};
 }
 
 // Runs every rank of `plans` on the CPU device world, ranks as threads. Returns each rank's code.
+// The executor's lowering of rank r's plan for case c: up to c.channels channels, in place as the plan is.
+DevPlan lowerFor(const Case& c, const Plan& p, int r) {
+  LowerOptions o;
+  o.channels = channelSafe(c.kind, c.algorithm) ? c.channels : 1;
+  o.inPlace = c.inPlaceAt(r) && c.preMul == 1.0;  // a pre-multiplied call runs the out-of-place plan from a copy
+  o.sendAt = static_cast<int64_t>(inPlaceSendOffset(c, r)) - static_cast<int64_t>(inPlaceRecvOffset(c, r));
+  return lowerPlan(p, o);
+}
+
 std::vector<uint32_t> runDevice(CpuDeviceWorld& dw, const Case& c, World& w, uint64_t timeoutNs = 0,
                                 int absentRank = -1) {
   std::vector<uint32_t> codes(static_cast<size_t>(c.nranks), 0);
   std::vector<DevPlan> dplans;
-  for (const Plan& p : w.plans) dplans.push_back(lowerPlan(p));
+  for (int r = 0; r < c.nranks; ++r) dplans.push_back(lowerFor(c, w.plans[static_cast<size_t>(r)], r));
   std::vector<std::thread> threads;
   for (int r = 0; r < c.nranks; ++r) {
     if (r == absentRank) continue;
@@ -237,7 +250,7 @@ void checkCase(CpuDeviceWorld& dw, const Case& c, uint64_t seed) {
     sendBefore.emplace_back(s, s + sendElems(c, r) * dtypeSize(c.dtype));
   }
   if (std::getenv("DEVPROTO_TRACE")) fprintf(stderr, "case %s\n", c.str().c_str());
-  const auto codes = runDevice(dw, c, dev);
+  const auto codes = runDevice(dw, c, dev, 120000000000ull);  // a deadline: a protocol that hangs fails
   for (int r = 0; r < c.nranks; ++r)
     ASSERT_EQ(codes[static_cast<size_t>(r)], 0u) << c.str() << ": rank " << r << " failed";
   runReference(c, ref, dw.config());
@@ -253,7 +266,7 @@ void checkCase(CpuDeviceWorld& dw, const Case& c, uint64_t seed) {
                << ", host " << loadAsDouble(want, i, c.dtype);
       }
     }
-    if (!c.inPlace) {
+    if (!c.inPlaceAt(r)) {
       // (memcmp of 0 bytes still needs valid pointers: an empty vector's data() may be null.)
       EXPECT_TRUE(sendBefore[ur].empty() ||
                   std::memcmp(sendBefore[ur].data(), dev.mem[ur].sendPtr, sendBefore[ur].size()) == 0)
@@ -404,6 +417,153 @@ TEST(DeviceProto, AvgInTheExecutor) {
   }
 }
 
+// ---- channels ----------------------------------------------------------------------------------------------------
+
+// Every collective and algorithm with 2..4 channels where the algorithm is channel-safe (each channel with FIFOs and
+// steps of its own), n = 1..6, in and out of place and mixed (odd ranks the other way), counts 0 / 1 / odd / a chunk
+// and a few / larger than the FIFO, PreMulSum included: bit for bit the host path.
+TEST(DeviceProto, ChannelsSplitPlansExactly) {
+  size_t k = 0;
+  int split = 0;
+  for (int n = 1; n <= 6; ++n) {
+    CpuDeviceWorld dw(n, kSmall, 4);
+    for (CollKind kind : kKinds) {
+      for (const std::string& algo : algorithmsFor(kind)) {
+        for (int placement = 0; placement < 3; ++placement) {
+          std::vector<size_t> counts = countsFor(n, kSmall, strataFloat32);
+          counts.push_back(static_cast<size_t>(kSmall.nslots) * kSmall.pieceBytes / 2 / 4 + 3);  // a chunk and 3
+          for (size_t count : counts) {
+            Case c;
+            c.kind = kind;
+            c.algorithm = algo;
+            c.nranks = n;
+            c.count = count;
+            c.inPlace = placement == 1;
+            c.mixed = placement == 2;
+            c.channels = 2 + static_cast<int>(k % 3);
+            c.root = (kind == CollKind::kBroadcast || kind == CollKind::kReduce) ? static_cast<int>(k % n) : 0;
+            c.dtype = kAllTypes[k % std::size(kAllTypes)];
+            c.op = kAllOps[(k / 3) % std::size(kAllOps)];
+            if (k % 5 == 4 && dtypeIsFloat(c.dtype) && c.op == ReduceKind::kSum) c.preMul = 0.5;
+            c.threads = k % 4 == 3 ? 2 : 1;
+            ++k;
+            checkCase(dw, c, k);
+            if (::testing::Test::HasFatalFailure()) return;
+            World w;
+            if (n > 1 && makeWorld(c, dw.config(), k, c.preMul != 1.0, &w))
+              split += lowerFor(c, w.plans[0], 0).channels > 1 ? 1 : 0;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(split, 100);
+}
+
+// The channel-safe algorithms split on every rank, in place and not (out of place also for pre-multiplied calls),
+// every root, n = 1..33, with many chunks: every rank can take the same channel count without seeing its peers'
+// plans or placement.
+TEST(DeviceProto, ChannelSafeAlgorithmsSplitOnEveryRank) {
+  int checked = 0;
+  for (int n = 1; n <= 33; ++n) {
+    for (CollKind kind : kKinds) {
+      for (const std::string& algo : algorithmsFor(kind)) {
+        if (!channelSafe(kind, algo)) continue;
+        for (int root : {0, n - 1}) {
+          for (int r = 0; r < n; ++r) {
+            for (bool inPlace : {false, true}) {
+              CollArgs args;
+              args.kind = kind;
+              args.nranks = n;
+              args.rank = r;
+              args.count = 3 * 7 + 5;
+              args.root = root;
+              args.inPlace = inPlace;
+              args.chunkElems = 7;
+              Case c;
+              c.kind = kind;
+              c.nranks = n;
+              c.count = args.count;
+              LowerOptions o;
+              o.channels = 3;
+              o.inPlace = inPlace;
+              o.sendAt = static_cast<int64_t>(inPlaceSendOffset(c, r)) - static_cast<int64_t>(inPlaceRecvOffset(c, r));
+              ASSERT_TRUE(channelSplittable(makePlan(args, algo), o))
+                  << collName(kind) << "/" << algo << " n " << n << " rank " << r << " root " << root
+                  << (inPlace ? " in place" : "");
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  // And the choice: one channel per bytesPerChannel of the call, capped, 1 for the other algorithms.
+  EXPECT_EQ(channelsFor(CollKind::kAllReduce, "ring", 8, 256 << 20, 8, 64 << 10), 8);
+  EXPECT_EQ(channelsFor(CollKind::kAllReduce, "ring", 8, 200 << 10, 8, 64 << 10), 3);
+  EXPECT_EQ(channelsFor(CollKind::kAllReduce, "ring", 8, 8, 8, 64 << 10), 1);
+  EXPECT_EQ(channelsFor(CollKind::kAllReduce, "rhd", 8, 256 << 20, 8, 64 << 10), 1);
+  EXPECT_EQ(channelsFor(CollKind::kAllToAll, "pairwise", 8, 256 << 20, 32, 64 << 10), 4);  // 15 lanes x 4 <= 64
+}
+
+// The rule lowerPlan splits by: overlapping memory touched through identical regions splits (each channel takes
+// the same part of both); an op that reads part of what another wrote, or a region aliased in place at another
+// offset, does not.
+TEST(DeviceProto, ChannelSplitNeedsIdenticalRegions) {
+  auto plan = [](std::vector<Op> ops) {
+    Plan p;
+    p.rank = 0;
+    p.nranks = 2;
+    p.algorithm = "test";
+    p.scratchElems = 64;
+    p.lanes.push_back(std::move(ops));
+    return p;
+  };
+  auto region = [](int buf, size_t off, size_t count) { return Region{buf, off, count}; };
+  auto op = [](OpKind kind, Region src, Region dst, int recvPeer = -1, int sendPeer = -1) {
+    Op o;
+    o.kind = kind;
+    o.src = src;
+    o.dst = dst;
+    o.recvPeer = recvPeer;
+    o.sendPeer = sendPeer;
+    return o;
+  };
+  LowerOptions o;
+  o.channels = 4;
+  // Receive into scratch, then send the same region on: splits.
+  const Plan same = plan(
+      {op(OpKind::kRecv, {}, region(kBufScratch, 0, 32), 1), op(OpKind::kSend, region(kBufScratch, 0, 32), {}, -1, 1)});
+  EXPECT_TRUE(channelSplittable(same, o));
+  EXPECT_EQ(lowerPlan(same, o).channels, 4);
+  EXPECT_EQ(lowerPlan(same, o).lanes(), 4);
+  // Send half of what was received: channel c's half is not channel c's part of the whole.
+  const Plan half = plan({op(OpKind::kRecv, {}, region(kBufScratch, 0, 32), 1),
+                          op(OpKind::kSend, region(kBufScratch, 16, 16), {}, -1, 1)});
+  EXPECT_FALSE(channelSplittable(half, o));
+  EXPECT_THROW(lowerPlan(half, o), InternalError);  // a caller's bug: channels come from channelSafe algorithms
+  // Two reads of overlapping memory: no dependency, splits.
+  const Plan reads = plan({op(OpKind::kSend, region(kBufSend, 0, 32), {}, -1, 1),
+                           op(OpKind::kCopy, region(kBufSend, 8, 8), region(kBufRecv, 0, 8))});
+  EXPECT_TRUE(channelSplittable(reads, o));
+  // In place the send buffer is inside the receive buffer: a write of recv [8, 16) and a read of send [0, 8) are the
+  // same memory when the send buffer starts at element 8, so they must be identical regions (they are).
+  const Plan aliased =
+      plan({op(OpKind::kRecv, {}, region(kBufRecv, 8, 8), 1), op(OpKind::kSend, region(kBufSend, 0, 8), {}, -1, 1)});
+  LowerOptions in = o;
+  in.inPlace = true;
+  in.sendAt = 8;
+  EXPECT_TRUE(channelSplittable(aliased, in));
+  in.sendAt = 4;  // overlapping at another offset: not splittable
+  EXPECT_FALSE(channelSplittable(aliased, in));
+  o.inPlace = false;  // out of place the two buffers are separate memory
+  EXPECT_TRUE(channelSplittable(aliased, o));
+  // Channels beyond the limit are refused with the reason.
+  o.channels = kMaxDevChannels + 1;
+  EXPECT_THROW(lowerPlan(same, o), InvalidArgument);
+}
+
 // ---- random calls ---------------------------------------------------------------------------------------------------
 
 // STRATA_DEVICE_RANDOM_CALLS random calls (default 10000) over persistent worlds of 1..8 ranks: random collective,
@@ -414,7 +574,7 @@ TEST(DeviceProto, RandomCallsMatchHostPath) {
   const int calls = env ? std::atoi(env) : 10000;
   std::mt19937_64 rng(12345);
   std::vector<std::unique_ptr<CpuDeviceWorld>> worlds;
-  for (int n = 1; n <= 8; ++n) worlds.push_back(std::make_unique<CpuDeviceWorld>(n, kSmall));
+  for (int n = 1; n <= 8; ++n) worlds.push_back(std::make_unique<CpuDeviceWorld>(n, kSmall, 4));
   for (int i = 0; i < calls; ++i) {
     Case c;
     c.nranks = 1 + static_cast<int>(rng() % 8);
@@ -427,6 +587,7 @@ TEST(DeviceProto, RandomCallsMatchHostPath) {
     c.dtype = kAllTypes[rng() % std::size(kAllTypes)];
     c.op = kAllOps[rng() % std::size(kAllOps)];
     c.threads = rng() % 4 == 0 ? 2 + static_cast<uint32_t>(rng() % 3) : 1;
+    c.channels = rng() % 3 == 0 ? 2 + static_cast<int>(rng() % 3) : 1;
     checkCase(*worlds[static_cast<size_t>(c.nranks - 1)], c, static_cast<uint64_t>(i));
     if (::testing::Test::HasFatalFailure()) return;
   }

@@ -199,6 +199,8 @@ class FakeCudaApi final : public CudaApi {
   int launchExecutor(const void* laneArgs, int lanes, int blockThreads, void* st) override {
     if (captured(st, [=, this] { launchExecutor(laneArgs, lanes, blockThreads, nullptr); })) return 0;
     ++executorLaunches;
+    for (int m = maxLanes.load(); m < lanes && !maxLanes.compare_exchange_weak(m, lanes);) {
+    }
     const auto* args = static_cast<const devproto::LaneArgs*>(laneArgs);
     const uint32_t per = execThreads;
     std::vector<std::unique_ptr<devproto::HostGroup>> groups;
@@ -214,7 +216,7 @@ class FakeCudaApi final : public CudaApi {
     return 0;
   }
 
-  std::atomic<int> copies{0}, reduces{0}, maxSources{0}, ipcOpens{0}, executorLaunches{0};
+  std::atomic<int> copies{0}, reduces{0}, maxSources{0}, ipcOpens{0}, executorLaunches{0}, maxLanes{0};
   uint32_t execThreads = 2;
   std::atomic<bool> failIpcOpen{false};
   std::atomic<bool> multiDevice{false}, stuck{false};
@@ -486,6 +488,7 @@ TEST(DeviceEngine, ExecutorRunsEveryCollectiveAsTheHostPath) {
   }
   EXPECT_GT(checked.load(), 0);
   EXPECT_EQ(f.api.executorLaunches.load(), checked.load());
+  EXPECT_GE(f.api.maxLanes.load(), 8) << "a 1.2 MB call runs in STRATA_GPU_CHANNELS=8 channels";
   EXPECT_EQ(f.api.reduces.load(), 0);
 }
 
@@ -806,6 +809,7 @@ const GpuSetting kGpuSettings[] = {
     {"STRATA_GPU_DIRECT_BYTES", &Config::gpuDirectMaxBytes, 0},  // the path off on one rank only
     {"STRATA_GPU_ONESHOT_BYTES", &Config::gpuOneShotMaxBytes, 1024},
     {"STRATA_GPU_STAGE_CHUNK_BYTES", &Config::gpuStageChunkBytes, 4096},
+    {"STRATA_GPU_CHANNELS", &Config::gpuChannels, 2},
 };
 
 // The device path's choices (direct or staged, one-shot or two-shot, round and chunk sizes) follow the STRATA_GPU_*
