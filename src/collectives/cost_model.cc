@@ -64,6 +64,11 @@ struct Model {
   explicit Model(const TuningInputs& inputs) : in(inputs), lay(inputs.nranks, inputs.hostOf, "cost model") {}
 
   double bw(const LinkFigures& l) const { return std::max(l.bandwidthGBps, 1e-6) * 1e3; }  // bytes per us
+  // Rank to rank on one host: the link, capped by what the device executor's lanes move (TuningInputs::lanes).
+  double intraBw() const {
+    const double link = bw(in.intra);
+    return in.lanes > 0 && in.laneGBps > 0 ? std::min(link, in.lanes * in.laneGBps * 1e3) : link;
+  }
   // Bandwidth of one of `flows` concurrent flows leaving one host.
   double netFlowBw(int flows) const {
     const double share = static_cast<double>(std::max(1, in.nicsPerHost)) / std::max(1, flows);
@@ -213,16 +218,18 @@ struct Model {
         int worst = 0;
         const int crossings = ringCrossings(ph.members, &worst);
         const LinkFigures& link = crossings ? in.inter : in.intra;
-        const double rate = crossings ? std::min(bw(in.intra), netFlowBw(worst)) : bw(in.intra);
+        const double rate = crossings ? std::min(intraBw(), netFlowBw(worst)) : intraBw();
         const double msgs = ph.steps * chunks(ph.stepBytes);
-        return ph.steps * link.latencyUs + msgs * in.messageUs + ph.steps * ph.stepBytes / rate +
-               reduceUs(ph.reduceBytes);
+        const double volume = ph.steps * ph.stepBytes / rate;
+        if (in.fusedReduce)
+          return ph.steps * link.latencyUs + msgs * in.messageUs + std::max(volume, reduceUs(ph.reduceBytes));
+        return ph.steps * link.latencyUs + msgs * in.messageUs + volume + reduceUs(ph.reduceBytes);
       }
       case Pattern::kDirect: {
         // Every rank sends to each of the others at once (one-shot's exchange, two-shot's halves).
         const int n = lay.nranks();
-        double t = in.intra.latencyUs + ph.fanout * chunks(ph.stepBytes) * in.messageUs +
-                   ph.fanout * ph.stepBytes / bw(in.intra);
+        double t =
+            in.intra.latencyUs + ph.fanout * chunks(ph.stepBytes) * in.messageUs + ph.fanout * ph.stepBytes / intraBw();
         if (lay.nhosts() > 1) {
           // Each host sends local x remote x bytes through its NICs; every pair crossing is a flow. Each of
           // a rank's remote messages costs the network stack a full message latency on this rank's CPU.
@@ -243,22 +250,21 @@ struct Model {
           bytes /= 2;
           const int worst = rhdFlows(ph.rhd, mask);
           const LinkFigures& link = worst ? in.inter : in.intra;
-          const double rate = worst ? std::min(bw(in.intra), netFlowBw(worst)) : bw(in.intra);
+          const double rate = worst ? std::min(intraBw(), netFlowBw(worst)) : intraBw();
           t += link.latencyUs + chunks(bytes) * in.messageUs + bytes / rate + (reduce ? reduceUs(bytes) : 0);
         }
         if (ph.rhd.pairs > 0) {
           bool crosses = false;
           for (int i = 0; i < ph.rhd.pairs; ++i) crosses |= lay.crossesHosts(2 * i, 2 * i + 1);
           const LinkFigures& link = crosses ? in.inter : in.intra;
-          t += link.latencyUs + chunks(total) * in.messageUs +
-               total / (crosses ? netFlowBw(ph.rhd.pairs) : bw(in.intra));
+          t += link.latencyUs + chunks(total) * in.messageUs + total / (crosses ? netFlowBw(ph.rhd.pairs) : intraBw());
         }
         return t;
       }
       case Pattern::kTree: {
         const bool crosses = lay.nhosts() > 1;
         const LinkFigures& link = crosses ? in.inter : in.intra;
-        const double rate = crosses ? std::min(bw(in.intra), netFlowBw(2)) : bw(in.intra);
+        const double rate = crosses ? std::min(intraBw(), netFlowBw(2)) : intraBw();
         // Each stream of S/2 goes in chunks of half a chunk (both trees share connections): chunks(S) each.
         return ph.steps * (link.latencyUs + in.messageUs + ph.stepBytes / rate) +
                ph.fanout * chunks(2 * ph.streamBytes) * in.messageUs + ph.fanout * ph.streamBytes / rate +
@@ -316,6 +322,16 @@ TuningInputs tuningInputs(const Topology& topo, size_t chunkBytes) {
     if (inter.bandwidthGBps > 0 && inter.bandwidthGBps < 1e9) in.inter = inter;
     in.nicsPerHost = nics;
   }
+  return in;
+}
+
+TuningInputs deviceTuningInputs(const Topology& topo, const DeviceFigures& f) {
+  TuningInputs in = tuningInputs(topo, f.chunkBytes);
+  in.lanes = f.channels;
+  in.laneGBps = f.laneGBps;
+  in.fusedReduce = true;
+  in.reduceGBps = f.memoryGBps / 3;  // per output byte: two inputs read, one output written
+  in.copyGBps = f.memoryGBps / 2;
   return in;
 }
 

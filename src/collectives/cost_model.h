@@ -24,10 +24,28 @@ struct TuningInputs {
   double copyGBps = 20;            // local copy throughput
   double messageUs = 0.3;          // fixed cost of one message besides link latency (executor, FIFO)
   size_t chunkBytes = 512 * 1024;  // pipeline chunk of the ring-like plans
+  // The device executor (src/device/): each of its `lanes` parallel copies of a plan (channels, one thread block
+  // each) moves data at most at laneGBps, so a connection carries at most lanes x laneGBps; and it reduces as it
+  // moves (recvReduceSend), so a ring's reduction overlaps its transfer instead of adding to it. lanes 0: a host
+  // executor (no cap, reduction after the transfer).
+  int lanes = 0;
+  double laneGBps = 0;
+  bool fusedReduce = false;
 };
 
 /// Inputs for a communicator with this topology and these settings.
 TuningInputs tuningInputs(const Topology& topo, size_t chunkBytes);
+
+/// What the device executor's prediction assumes beyond the topology file (strata-topo --device prints them).
+struct DeviceFigures {
+  int channels = 8;          // STRATA_GPU_CHANNELS
+  double laneGBps = 11.6;    // one channel (thread block): NCCL's ring peak on H100, ~370 GB/s, over its 32 channels
+  double memoryGBps = 4800;  // the GPU's memory bandwidth (H200: 4.8 TB/s); reductions read 2 and write 1 byte per byte
+  size_t chunkBytes = size_t{4} << 20;  // the executor's plan chunk at 8 channels (channels x 512 KiB)
+};
+
+/// Inputs for the device executor on this topology's GPU ranks (intra-host links as the file states them).
+TuningInputs deviceTuningInputs(const Topology& topo, const DeviceFigures& figures);
 
 struct Prediction {
   std::string algorithm;

@@ -484,5 +484,38 @@ TEST(CostModel, SelectorForcesChainForBroadcastAndReduce) {
   EXPECT_EQ(Selector({}, in, 0).choose(CollKind::kBroadcast, 1024).algorithm, "chain");
 }
 
+// The device executor's inputs: a connection carries at most lanes x laneGBps, and the ring's reduction overlaps
+// its transfer (the larger of the two counts, not their sum). The ring all-reduce's closed form, term by term.
+TEST(CostModel, DeviceExecutorLanesCapTheLinkAndReductionOverlaps) {
+  TuningInputs in;
+  in.nranks = 8;
+  in.intra = LinkFigures{1.0, 450.0};
+  in.messageUs = 0.5;
+  in.chunkBytes = size_t{4} << 20;
+  in.reduceGBps = 1600;
+  const double S = 256.0 * (1 << 20), seg = S / 8;
+  const int steps = 2 * 7;
+  const double chunksPerStep = std::ceil(seg / static_cast<double>(in.chunkBytes));
+  auto ringUs = [&](const TuningInputs& t) {
+    for (const Prediction& p : predictAll(CollKind::kAllReduce, static_cast<size_t>(S), t))
+      if (p.algorithm == "ring") return p.us;
+    return -1.0;
+  };
+  const double fixed = steps * 1.0 + steps * chunksPerStep * 0.5;
+  // A host executor: the link's rate, the reduction added.
+  EXPECT_NEAR(ringUs(in), fixed + steps * seg / 450e3 + 7 * seg / 1600e3, 1e-6);
+  // 8 lanes of 11.6 GB/s: 92.8 GB/s; the reduction (7 seg at 1600 GB/s) hides under the transfer.
+  TuningInputs dev = in;
+  dev.lanes = 8;
+  dev.laneGBps = 11.6;
+  dev.fusedReduce = true;
+  EXPECT_NEAR(ringUs(dev), fixed + steps * seg / 92.8e3, 1e-6);
+  // Enough lanes: the link is the limit again; a slow reduction is the limit when it is slower than the transfer.
+  dev.lanes = 64;
+  EXPECT_NEAR(ringUs(dev), fixed + steps * seg / 450e3, 1e-6);
+  dev.reduceGBps = 10;
+  EXPECT_NEAR(ringUs(dev), fixed + 7 * seg / 10e3, 1e-6);
+}
+
 }  // namespace
 }  // namespace strata

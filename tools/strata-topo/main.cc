@@ -28,6 +28,9 @@ struct Options {
   bool json = false;
   bool all = false;
   bool choices = false;
+  bool device = false;  // the device executor's prediction (--device)
+  bool channelsGiven = false;
+  DeviceFigures figures;
   std::string file;
   int ranks = 0;  // 0: not given
 };
@@ -47,6 +50,12 @@ void printUsage(FILE* out) {
                "  --all         under a launcher (strata-run -n 4 strata-topo --all, torchrun, mpirun, srun):\n"
                "                the job's topology, built as a communicator builds it; rank 0 prints\n"
                "  --choices     also print the selector's algorithm and predicted time per collective and size\n"
+               "  --device      also print the device executor's predicted ring time and busbw for the GPU ranks\n"
+               "                (all-reduce, reduce-scatter, all-gather, 1 MiB - 1 GiB), with what it assumes:\n"
+               "  --channels N  channels per call (default STRATA_GPU_CHANNELS)\n"
+               "  --lane-gbps X what one channel (thread block) moves, GB/s (default 11.6: NCCL's ~370 GB/s ring\n"
+               "                peak on H100 over its 32 channels)\n"
+               "  --memory-gbps X  the GPU's memory bandwidth, GB/s (default 4800, H200)\n"
                "  -h, --help    this text\n"
                "\n"
                "Example: strata-topo --file tests/data/topo/dgx_2x8gpu_4nic.json --ranks 16\n");
@@ -57,12 +66,24 @@ void printUsage(FILE* out) {
   std::exit(kExitUsage);
 }
 
+double number(const char* what, const char* text, double lo, double hi) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (*text == '\0' || *end != '\0' || !(v >= lo && v <= hi))
+    usageError(strprintf("%s %s: expected a number from %g to %g", what, text, lo, hi));
+  return v;
+}
+
 Options parseOptions(int argc, char** argv) {
   static const option kLong[] = {{"json", no_argument, nullptr, 'j'},
                                  {"file", required_argument, nullptr, 'f'},
                                  {"ranks", required_argument, nullptr, 'n'},
                                  {"all", no_argument, nullptr, 'a'},
                                  {"choices", no_argument, nullptr, 'c'},
+                                 {"device", no_argument, nullptr, 'd'},
+                                 {"channels", required_argument, nullptr, 'C'},
+                                 {"lane-gbps", required_argument, nullptr, 'L'},
+                                 {"memory-gbps", required_argument, nullptr, 'M'},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   Options o;
@@ -73,6 +94,13 @@ Options parseOptions(int argc, char** argv) {
       case 'j': o.json = true; break;
       case 'a': o.all = true; break;
       case 'c': o.choices = true; break;
+      case 'd': o.device = true; break;
+      case 'C':
+        o.figures.channels = static_cast<int>(number("--channels", optarg, 1, 32));
+        o.channelsGiven = true;
+        break;
+      case 'L': o.figures.laneGBps = number("--lane-gbps", optarg, 0.001, 1e6); break;
+      case 'M': o.figures.memoryGBps = number("--memory-gbps", optarg, 0.001, 1e7); break;
       case 'f': o.file = optarg; break;
       case 'n': {
         char* end = nullptr;
@@ -112,6 +140,30 @@ void printChoices(const Topology& t, const Config& config) {
       for (const Prediction& p : all) rest += strprintf(" %s=%.4g", p.algorithm.c_str(), p.us);
       std::printf("%-14s %12zu  %-8s %9.4g us %s\n", collName(kind), bytes, all.front().algorithm.c_str(),
                   all.front().us, rest.c_str());
+    }
+  }
+}
+
+// The device executor's prediction for the training trio on this topology's GPU ranks (ring, its algorithm), in
+// nccl-tests' columns, with every figure it assumes beyond the file.
+void printDevicePrediction(const Topology& t, DeviceFigures f) {
+  f.chunkBytes = static_cast<size_t>(f.channels) * (size_t{512} << 10);  // the executor's chunk rule
+  const TuningInputs in = deviceTuningInputs(t, f);
+  const int n = in.nranks;
+  std::printf(
+      "\ndevice executor, predicted (%d ranks, %d hosts; ring; intra-host link %.1f us %.0f GB/s per direction; "
+      "%d channels x %.1f GB/s each; reduction %.0f GB/s, fused with the transfer; chunk %zu KiB):\n",
+      n, t.nhosts(), in.intra.latencyUs, in.intra.bandwidthGBps, f.channels, f.laneGBps, in.reduceGBps,
+      f.chunkBytes >> 10);
+  std::printf("%-14s %12s %12s %10s %10s\n", "collective", "size (B)", "time (us)", "algbw", "busbw");
+  for (CollKind kind : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather}) {
+    const double factor = kind == CollKind::kAllReduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
+    for (size_t bytes = size_t{1} << 20; bytes <= (size_t{1} << 30); bytes *= 4) {
+      double us = 0;
+      for (const Prediction& p : predictAll(kind, bytes, in))
+        if (p.algorithm == "ring") us = p.us;
+      const double algbw = us > 0 ? static_cast<double>(bytes) / (us * 1e3) : 0;
+      std::printf("%-14s %12zu %12.1f %10.2f %10.2f\n", collName(kind), bytes, us, algbw, algbw * factor);
     }
   }
 }
@@ -159,6 +211,11 @@ int run(const Options& o) {
   }
   print(t, o.json);
   if (o.choices) printChoices(t, config);
+  if (o.device) {
+    DeviceFigures f = o.figures;
+    if (!o.channelsGiven) f.channels = static_cast<int>(config.gpuChannels);
+    printDevicePrediction(t, f);
+  }
   return 0;
 }
 
