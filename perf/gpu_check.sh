@@ -295,11 +295,10 @@ define_steps() {
     "env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --counts 7,70001 --colls allreduce,reducescatter,allgather && env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --no-sync 100"
   step graph_capture 45 gpuN "" "executor calls captured into a CUDA graph, replayed 20 times and checked, 2 and 8 ranks" \
     "env STRATA_GPU_EXECUTOR=1 $R -n 2 --timeout 20 -- $C --counts 1 --colls barrier --graph 20 && env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 20 -- $C --counts 1 --colls barrier --graph 20"
-  step abort_stopped_peer 0 gpuN "" \
-    "SIGSTOP one rank with device collectives in flight; strataCommAbort on the others returns within a bound" "(none)"
-  last_notbuilt "no program does this yet: strata_fault_test --doctor stop stops a rank on host buffers only (ctest \
-flight_recorder_doctor); a device variant (enqueue on a stream, SIGSTOP a peer, time strataCommAbort and the stream) \
-is still to be written"
+  step abort_stopped_peer 40 gpuN "" \
+    "SIGSTOP one rank with a device all-reduce pending on the others (the executor); strataCommAbort and their \
+streams end within 2 s, 3 ranks" \
+    "env STRATA_GPU_EXECUTOR=1 $R -n 3 --timeout 35 -- $C --abort-stopped-peer"
   # The one latency target: launch to stream completion, 1 rank, Strata (one device copy) against NCCL.
   local ld=""
   [[ -n $NCCL_DIR ]] && ld="env LD_LIBRARY_PATH=$(q "$NCCL_DIR"):$(q "$LD_LIBRARY_PATH") "
@@ -378,6 +377,7 @@ post_check() {  # name
       [[ -n $NOTE ]] || NOTE=$(grep -h "captured collective" "$log" | head -1)
       ;;
     async_*) NOTE=$(grep -h "^no-sync:" "$log" | head -1) ;;
+    abort_stopped_peer) NOTE=$(grep -h "abort-stopped-peer:" "$log" | head -2 | tr '\n' ' ') ;;
     kernels) NOTE=$(grep -hE "PASSED|FAILED|SKIPPED" "$log" | tail -2 | tr '\n' ' ') ;;
     perf_* | reduce_bw) NOTE=$(targets_note "$name") ;;
     ddp_dropin_nccl)

@@ -13,6 +13,8 @@
 // usable and 77 (CTest's skip code) with the reason otherwise.
 // --no-sync K (with --device): instead of the matrix, K calls issued back to back on two streams with no host
 // synchronisation between them, sizes cycling through every path of the device engine (asyncStress below).
+// --abort-stopped-peer (with --device, STRATA_GPU_EXECUTOR=1): the last rank stops itself with a device all-reduce
+// pending on the others, which abort and time strataCommAbort and their streams (abortStoppedPeer below).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,12 +22,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/reduce.h"
 #include "strata/strata.h"
 #ifdef STRATA_TEST_CUDA
 #include <cuda_runtime.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "kernels/cuda_loader.h"
 #endif
@@ -539,6 +544,63 @@ void graphReplay(strataComm_t comm, int replays) {
         "included)\n",
         replays, ms);
 }
+
+// ---- --abort-stopped-peer (STRATA_GPU_EXECUTOR=1) -------------------------------------------------------------
+// The last rank stops itself (SIGSTOP) after a warm-up; the others enqueue a 64 MiB all-reduce on device buffers,
+// which cannot complete, wait 300 ms, then call strataCommAbort. Checked on every other rank: strataCommAbort
+// returns within 2 s, and the stream completes within 2 s after it (the executor's kernels poll the abort word and
+// leave). Rank 0 then resumes the stopped rank (SIGCONT), which aborts its communicator too and exits. Prints
+// "abort-stopped-peer: PASS" or what went over its bound; exit status 0 only on rank's success.
+int abortStoppedPeer(strataComm_t comm) {
+  const int last = gSize - 1;
+  if (gSize < 2) {
+    std::fprintf(stderr, "--abort-stopped-peer needs at least 2 ranks\n");
+    return 2;
+  }
+  int64_t mine = static_cast<int64_t>(getpid());
+  std::vector<int64_t> pids(static_cast<size_t>(gSize));
+  CHECK_OK(strataAllGather(&mine, pids.data(), 1, strataInt64, comm, nullptr));
+  constexpr size_t kCount = size_t{16} << 20;  // 64 MiB of floats: the executor's Simple protocol, many pieces
+  float* d = nullptr;
+  cudaStream_t s = static_cast<cudaStream_t>(gStream);
+  CUDA_OK(cudaMalloc(&d, kCount * sizeof(float)));
+  CUDA_OK(cudaMemset(d, 0, kCount * sizeof(float)));
+  CHECK_OK(strataAllReduce(d, d, 1024, strataFloat32, strataSum, comm, gStream));  // warm-up: the executor set up
+  CUDA_OK(cudaStreamSynchronize(s));
+  CHECK_OK(strataBarrier(comm, nullptr));
+  if (gRank == last) {
+    raise(SIGSTOP);  // until rank 0's SIGCONT
+    strataCommAbort(comm);
+    std::printf("rank %d: resumed, communicator aborted\n", gRank);
+    return 0;
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the last rank has stopped
+  const strataResult_t issued = strataAllReduce(d, d, kCount, strataFloat32, strataSum, comm, gStream);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const bool pendingBefore = cudaStreamQuery(s) == cudaErrorNotReady;
+  const auto t0 = Clock::now();
+  strataCommAbort(comm);
+  const auto t1 = Clock::now();
+  // The stream, polled with its own bound: a kernel that never leaves must not hang the test.
+  cudaError_t q = cudaErrorNotReady;
+  while ((q = cudaStreamQuery(s)) == cudaErrorNotReady && seconds(t1, Clock::now()) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto t2 = Clock::now();
+  const double abortS = seconds(t0, t1), streamS = seconds(t1, t2);
+  const bool ok = issued == strataSuccess && pendingBefore && abortS < 2.0 && streamS < 2.0;
+  std::printf(
+      "rank %d: abort-stopped-peer: %s (all-reduce issued: %s; pending when aborted: %s; strataCommAbort "
+      "%.3f s; stream done %.3f s later: %s)\n",
+      gRank, ok ? "PASS" : "FAIL", strataGetErrorString(issued), pendingBefore ? "yes" : "no", abortS, streamS,
+      q == cudaErrorNotReady ? "still running" : cudaGetErrorString(q));
+  if (gRank == 0) kill(static_cast<pid_t>(pids[static_cast<size_t>(last)]), SIGCONT);
+  if (q != cudaErrorNotReady) cudaFree(d);  // else the kernel may still write it: left to process exit
+  return ok ? 0 : 1;
+}
 #endif
 
 }  // namespace
@@ -547,9 +609,10 @@ int main(int argc, char** argv) {
   std::vector<size_t> counts = {0, 1, 7, 1023, 1048576 + 3};
   std::vector<std::string> colls;
   std::vector<std::string> algos = {""};
-  int fakeHosts = 0;     // > 0: the per-algorithm communicators see K ranks per "host" (STRATA_HOSTID)
-  int noSync = 0;        // > 0: --no-sync K, the asynchronous stress instead of the matrix (device only)
-  int graphReplays = 5;  // --graph K: replays of the captured graph (device, STRATA_GPU_EXECUTOR=1)
+  int fakeHosts = 0;          // > 0: the per-algorithm communicators see K ranks per "host" (STRATA_HOSTID)
+  int noSync = 0;             // > 0: --no-sync K, the asynchronous stress instead of the matrix (device only)
+  int graphReplays = 5;       // --graph K: replays of the captured graph (device, STRATA_GPU_EXECUTOR=1)
+  bool abortStopped = false;  // --abort-stopped-peer (device, STRATA_GPU_EXECUTOR=1)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--counts" && i + 1 < argc) {
@@ -567,6 +630,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--no-sync K: K must be a number of calls >= 1, got '%s'\n", argv[i]);
         return 2;
       }
+    } else if (a == "--abort-stopped-peer") {
+      abortStopped = true;
     } else if (a == "--graph" && i + 1 < argc) {
       graphReplays = std::atoi(argv[++i]);
       if (graphReplays < 1) {
@@ -590,13 +655,17 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--counts a,b] [--colls x,y] [--algos 'allreduce:ring;allreduce:oneshot'] "
-                   "[--fake-hosts K] [--device [--no-sync K] [--graph K]] [--probe]\n",
+                   "[--fake-hosts K] [--device [--no-sync K] [--graph K] [--abort-stopped-peer]] [--probe]\n",
                    argv[0]);
       return 2;
     }
   }
   if (noSync > 0 && !gDevice) {
     std::fprintf(stderr, "--no-sync K needs --device: host calls return when they are complete\n");
+    return 2;
+  }
+  if (abortStopped && !gDevice) {
+    std::fprintf(stderr, "--abort-stopped-peer needs --device: it stops a rank with device work in flight\n");
     return 2;
   }
   strataComm_t world;
@@ -661,6 +730,9 @@ int main(int argc, char** argv) {
     if (algos.size() == 1 && algos[0].empty()) algos[0] = "barrier:dissemination";  // a fresh communicator
   }
 #ifdef STRATA_TEST_CUDA
+  if (abortStopped) {
+    return abortStoppedPeer(world);  // the communicator is aborted: nothing else runs on it
+  }
   if (noSync > 0) {
     asyncStress(world, noSync);
     algos.clear();  // the stress replaces the matrix
