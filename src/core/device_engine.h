@@ -150,7 +150,7 @@ class DeviceEngine {
   enum class ExecState { kUnset, kOn, kOff } execState_ = ExecState::kUnset;
   devproto::ProtoConfig execCfg_;
   size_t execConnBytes_ = 0;
-  int execChannels_ = 1;  // STRATA_GPU_CHANNELS: FIFOs and steps are laid out for this many channels
+  int execChannels_ = 1;            // STRATA_GPU_CHANNELS: FIFOs and steps are laid out for this many channels
   void* execMem_ = nullptr;         // device, exported: the FIFOs of every peer -> this rank
   std::vector<char*> execPeerMem_;  // every rank's FIFO region as mapped here (own included)
   void* execLocal_ = nullptr;       // device: send and receive steps per peer, the lanes-done counter
