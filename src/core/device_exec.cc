@@ -59,7 +59,7 @@ std::string DeviceEngine::execRefusal(std::span<const CollCall> calls) const {
   if (execState_ == ExecState::kOff) return "the device executor could not be set up on this communicator";
   if (calls.size() != 1) return "a group of several calls does not run in the device executor yet";
   const int n = host_.size();
-  if (n < 2) return "a communicator of one rank copies, and needs no executor";
+  if (n < 2) return "on one rank only copies are captured, and this call is staged (PreMulSum, or send/recv to self)";
   if (n > kMaxDevLanes) return strprintf("the device executor serves at most %d ranks", kMaxDevLanes);
   if (!host_.oneHost()) return "the communicator spans several hosts (the executor serves ranks of one host)";
   const CollCall& c = calls[0];
@@ -251,6 +251,10 @@ void DeviceEngine::growExecBuffer(void** buf, size_t* have, size_t bytes) {
 
 void DeviceEngine::enqueueCaptured(std::span<const CollCall> calls, void* stream) {
   const int me = host_.rank();
+  // A collective of 0 elements moves nothing on any path: captured, it adds nothing to the graph (as with NCCL).
+  if (calls.size() == 1 && calls[0].count == 0 && !isP2P(calls[0].kind)) return;
+  // One rank: the call is a device copy (or nothing), which a graph captures as it is.
+  if (calls.size() == 1 && soloCopy(calls[0], stream)) return;
   const std::string why = execRefusal(calls);
   if (!why.empty())
     throw InvalidUsage(

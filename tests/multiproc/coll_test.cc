@@ -7,8 +7,9 @@
 // buffers on a non-blocking stream. Inputs are uploaded before the call; after it, a kernel (Strata's own copy
 // kernel) enqueued on the same stream copies every buffer and the copy is read back, so a result that is not
 // complete in stream order fails the check. --device also checks CUDA graph capture: with STRATA_GPU_EXECUTOR=1,
-// executor calls are captured and the graph replayed K times (--graph K, default 5), checked at every replay;
-// otherwise a captured collective is refused with a clear error (rank 0 prints what the call returned). --probe
+// executor calls are captured and the graph replayed K times (--graph K, default 5), checked at every replay; on
+// one rank a captured collective is a device copy; otherwise a captured collective is refused with a clear error
+// (rank 0 prints what the call returned). --probe
 // exits 0 when a CUDA device is
 // usable and 77 (CTest's skip code) with the reason otherwise.
 // --no-sync K (with --device): instead of the matrix, K calls issued back to back on two streams with no host
@@ -702,6 +703,25 @@ int main(int argc, char** argv) {
       gMirrors.clear();
       gArenaUsed = 0;
       graphReplay(world, graphReplays);
+    } else if (gSize == 1) {
+      // One rank: a collective is a device copy (in place: nothing), which a graph captures as it is.
+      cudaGraph_t graph = nullptr;
+      CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+      d = P(probe, probe.bytes.data());
+      const strataResult_t r = strataAllReduce(d, d, 4, strataFloat32, strataSum, world, gStream);
+      const std::string msg = strataGetLastError(world);
+      CUDA_OK(cudaStreamEndCapture(s, &graph));
+      if (graph) cudaGraphDestroy(graph);
+      gMirrors.clear();
+      gArenaUsed = 0;
+      ++gChecks;
+      if (r != strataSuccess) {
+        std::fprintf(stderr, "rank 0: a captured 1-rank collective returned %d (%s), expected success\n",
+                     static_cast<int>(r), msg.c_str());
+        ++gFailures;
+      } else {
+        std::printf("graph capture: a 1-rank all-reduce was captured (a device copy)\n");
+      }
     } else {
       cudaGraph_t graph = nullptr;
       CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));

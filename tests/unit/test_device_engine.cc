@@ -623,6 +623,8 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
         << strataGetLastError(comm);
     ASSERT_EQ(strataAllGather(agIn.data(), ag.data(), kAg, strataBfloat16, comm, st), strataSuccess);
     ASSERT_EQ(strataAllReduce(avg.data(), avg.data(), kAvg, strataFloat32, strataAvg, comm, st), strataSuccess);
+    // A collective of 0 elements captures as nothing, and succeeds.
+    ASSERT_EQ(strataAllReduce(x.data(), y.data(), 0, strataFloat32, strataSum, comm, st), strataSuccess);
     const FakeCudaApi::Graph graph = f.api.endCapture(st);
     ASSERT_FALSE(graph.empty());
 
@@ -940,8 +942,23 @@ TEST(DeviceEngine, CaptureAndMixedGroupsAreRefused) {
   Fixture f;
   onRanks(1, [&](int, strataComm_t comm) {
     float x[4] = {1, 2, 3, 4}, y[4];
-    EXPECT_EQ(strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, kCapturingStream), strataInvalidUsage);
+    // One rank: a captured collective is a device copy in the graph, done at each replay.
+    f.api.beginCapture(stream(0));
+    EXPECT_EQ(strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, stream(0)), strataSuccess)
+        << strataGetLastError(comm);
+    const FakeCudaApi::Graph g = f.api.endCapture(stream(0));
+    EXPECT_EQ(g.size(), 1u);
+    FakeCudaApi::replay(g);
+    EXPECT_EQ(y[3], 4.0f);
+    // PreMulSum on one rank is staged through host threads, which a graph cannot capture: refused, saying so.
+    float two = 2.0f;
+    strataRedOp_t op;
+    ASSERT_EQ(strataRedOpCreatePreMulSum(&op, &two, strataFloat32, strataScalarHostImmediate, comm), strataSuccess);
+    f.api.beginCapture(stream(0));
+    EXPECT_EQ(strataAllReduce(x, y, 4, strataFloat32, op, comm, stream(0)), strataInvalidUsage);
     EXPECT_NE(std::string(strataGetLastError(comm)).find("CUDA graph"), std::string::npos);
+    EXPECT_TRUE(f.api.endCapture(stream(0)).empty());
+    EXPECT_EQ(strataRedOpDestroy(op, comm), strataSuccess);
     // One group, two streams.
     strataGroupStart();
     strataAllReduce(x, y, 4, strataFloat32, strataSum, comm, stream(0));
