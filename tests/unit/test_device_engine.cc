@@ -384,7 +384,7 @@ struct ExecutorOn {
   }
 };
 
-constexpr strataRedOp_t kPreMulSum = static_cast<strataRedOp_t>(-1);  // a test's marker: create one per call
+constexpr strataRedOp_t kPreMulSum = strataMaxRedOp;  // a marker (a valid value of the enum): create one per call
 
 const CollKind kExecKinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather,
                                CollKind::kBroadcast, CollKind::kReduce,        CollKind::kAllToAll};
