@@ -588,6 +588,7 @@ TEST(DeviceProto, RandomCallsMatchHostPath) {
     c.op = kAllOps[rng() % std::size(kAllOps)];
     c.threads = rng() % 4 == 0 ? 2 + static_cast<uint32_t>(rng() % 3) : 1;
     c.channels = rng() % 3 == 0 ? 2 + static_cast<int>(rng() % 3) : 1;
+    c.mixed = rng() % 4 == 0;  // in place is each rank's own choice
     checkCase(*worlds[static_cast<size_t>(c.nranks - 1)], c, static_cast<uint64_t>(i));
     if (::testing::Test::HasFatalFailure()) return;
   }
