@@ -191,24 +191,32 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
     enqueueCaptured(calls, stream);
     return;
   }
+  // Sends and receives take the executor whenever it is on, whatever else the group holds (p2pRefusal): the
+  // group's collectives run first, then one kernel for its sends and receives.
+  const bool p2pExec =
+      std::any_of(calls.begin(), calls.end(), [](const CollCall& c) { return isP2P(c.kind); }) && p2pRefusal().empty();
+  std::vector<CollCall> colls, p2p;
+  if (p2pExec)
+    for (const CollCall& c : calls) (isP2P(c.kind) ? p2p : colls).push_back(c);
+  const std::span<const CollCall> rest = p2pExec ? std::span<const CollCall>(colls) : calls;
   // Before anything is enqueued: a mismatch fails the call on every rank and leaves the stream as it was. Every
   // single collective checks (collectively, the first time), as its path may follow from the settings.
-  if (calls.size() == 1 && !isP2P(calls[0].kind) && host_.size() > 1) agreeSettings();
+  if (rest.size() == 1 && !isP2P(rest[0].kind) && host_.size() > 1) agreeSettings();
   if (!chainEvent_) check(api_.eventCreate(&chainEvent_), "cudaEventCreate");  // on device_ (the guard)
   joinChain(stream);
-  if (calls.size() == 1 && soloCopy(calls[0], stream)) {
-    check(api_.eventRecord(chainEvent_, stream), "cudaEventRecord");
-    lastStream_ = stream;
-    chained_ = true;
-    return;
-  }
+  if (!rest.empty()) enqueueCalls(rest, stream, device);
+  if (p2pExec) enqueueExecP2P(p2p, stream, /*captured=*/false);
+  check(api_.eventRecord(chainEvent_, stream), "cudaEventRecord");
+  lastStream_ = stream;
+  chained_ = true;
+}
+
+void DeviceEngine::enqueueCalls(std::span<const CollCall> calls, void* stream, int device) {
+  if (calls.size() == 1 && soloCopy(calls[0], stream)) return;
   if (execRefusal(calls).empty()) {
     if (execState_ == ExecState::kUnset) setupExec(device);
     if (execState_ == ExecState::kOn) {
       enqueueExec(calls[0], stream, /*captured=*/false);
-      check(api_.eventRecord(chainEvent_, stream), "cudaEventRecord");
-      lastStream_ = stream;
-      chained_ = true;
       return;
     }
   }
@@ -245,9 +253,6 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
     noteStaged(calls);
     enqueueStaged(calls, stream);
   }
-  check(api_.eventRecord(chainEvent_, stream), "cudaEventRecord");
-  lastStream_ = stream;
-  chained_ = true;
 }
 
 // On one rank every collective is a copy of the send buffer into the receive buffer (Avg divides by 1), or

@@ -87,6 +87,22 @@ class DeviceEngine {
   /// Collective, at the first eligible call: every rank's FIFO region exported and mapped, the control words.
   void setupExec(int device);
   void enqueueExec(const CollCall& call, void* stream, bool captured);
+  /// Why a group's sends and receives do not run in the device executor (it is off, or not set up yet), or nothing
+  /// when they do. It follows only from what every rank shares (the settings, the collectives so far), so both ends
+  /// of every message take the same path whatever else their groups hold.
+  std::string p2pRefusal() const;
+  /// A group's sends and receives as one executor kernel (device/dev_plan.h, lowerP2P).
+  void enqueueExecP2P(std::span<const CollCall> calls, void* stream, bool captured);
+  /// What one executor kernel is given besides its lowered plan.
+  struct ExecLaunch {
+    void* bufs[kBuffersPerColl] = {nullptr, nullptr, nullptr};
+    std::vector<void*> bufTable;  // not empty: the ops' buffers (lowerP2P) in place of bufs
+    strataDataType_t dtype = strataUint8;
+    EffectiveOp eff;
+    size_t recvElems = 0;
+  };
+  /// Fills a slot with the plan's lanes and launches the kernel and its host function on `stream`.
+  void launchExec(const DevPlan& dp, const ExecLaunch& l, const std::string& what, void* stream, bool captured);
   void growExecBuffer(void** buf, size_t* have, size_t bytes);
   /// The args memory of one executor call (mapped host memory: its failure record and stop word, LaneArgs, FIFO
   /// pointer tables and lowered ops), reused once the call's event completed.
@@ -104,6 +120,8 @@ class DeviceEngine {
   /// Stream host function after an executor kernel: a lane that stopped makes the communicator failed.
   static void execFinished(void* slot);
   void freeExec(bool idle);
+  /// Collectives (or a whole group staged): one device copy on one rank, the executor, the direct or the staged path.
+  void enqueueCalls(std::span<const CollCall> calls, void* stream, int device);
   void enqueueDirect(const CollCall& call, Direct kind, void* stream);
   void enqueueStaged(std::span<const CollCall> calls, void* stream);
   bool soloCopy(const CollCall& call, void* stream);

@@ -228,7 +228,19 @@ void DeviceEngine::execFinished(void* arg) {
   const uint32_t code = std::atomic_ref<const uint32_t>(f->code).load(std::memory_order_acquire);
   if (code == devproto::kFailNone) return;
   DeviceEngine& e = *slot->engine;
-  const char* waited = f->waitingFor == 0 ? "a free FIFO slot" : f->waitingFor == 1 ? "data" : "LL data";
+  if (code == devproto::kFailMismatch) {
+    e.host_.recordFailure(
+        strataInvalidUsage,
+        strprintf("rank %d: %s in the device executor: rank %d's message has %llu bytes, but the recv it meets expects "
+                  "%llu (the n-th send to a rank meets that rank's n-th recv from the sender, as NCCL matches them)",
+                  e.host_.rank(), slot->what.c_str(), f->peer, static_cast<unsigned long long>(f->got),
+                  static_cast<unsigned long long>(f->expected)));
+    return;
+  }
+  const char* waited = f->waitingFor == 0   ? "a free FIFO slot"
+                       : f->waitingFor == 1 ? "data"
+                       : f->waitingFor == 2 ? "LL data"
+                                            : "a send/recv header";
   const std::string msg =
       strprintf("rank %d: %s in the device executor %s (lane %d, op %d, waiting for %s from rank %d)", e.host_.rank(),
                 slot->what.c_str(),
@@ -255,14 +267,19 @@ void DeviceEngine::enqueueCaptured(std::span<const CollCall> calls, void* stream
   if (calls.size() == 1 && calls[0].count == 0 && !isP2P(calls[0].kind)) return;
   // One rank: the call is a device copy (or nothing), which a graph captures as it is.
   if (calls.size() == 1 && soloCopy(calls[0], stream)) return;
-  const std::string why = execRefusal(calls);
+  const size_t sends =
+      static_cast<size_t>(std::count_if(calls.begin(), calls.end(), [](const CollCall& c) { return isP2P(c.kind); }));
+  std::string why;
+  if (sends == 0) why = execRefusal(calls);
+  else if (sends != calls.size()) why = "a group that holds both collectives and send/recv is not captured yet";
+  else why = p2pRefusal();
   if (!why.empty())
     throw InvalidUsage(
         strprintf("rank %d: this call cannot be captured into a CUDA graph: %s. Only collectives that "
                   "run in the device executor can be captured (their state lives on the device); "
                   "run this one outside the capture",
                   me, why.c_str()));
-  if (host_.size() > 1) agreeSettings();
+  if (host_.size() > 1 && sends == 0) agreeSettings();
   if (execState_ == ExecState::kUnset)
     throw InvalidUsage(strprintf(
         "rank %d: a communicator's first device collective sets up its device executor (memory, CUDA IPC), which a "
@@ -273,7 +290,8 @@ void DeviceEngine::enqueueCaptured(std::span<const CollCall> calls, void* stream
   int mode = 2;  // cudaStreamCaptureModeRelaxed
   check(api_.exchangeCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
   try {
-    enqueueExec(calls[0], stream, /*captured=*/true);
+    if (sends > 0) enqueueExecP2P(calls, stream, /*captured=*/true);
+    else enqueueExec(calls[0], stream, /*captured=*/true);
   } catch (...) {
     api_.exchangeCaptureMode(&mode);
     throw;
@@ -333,18 +351,35 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
     entry = fresh.get();
     execPlans_.emplace_back(key, std::move(fresh));
   }
-  const DevPlan& dp = entry->dev;
+  const size_t recvElems = [&] {
+    size_t s = 0, r = 0;
+    callBufferElems(c, n, me, &s, &r);
+    return r;
+  }();
+  growExecBuffer(&execScratch_, &execScratchBytes_, entry->dev.scratchElems * esize);
+  ExecLaunch l;
+  l.bufs[kBufSend] = const_cast<void*>(input);
+  l.bufs[kBufRecv] = c.recvbuff;
+  l.bufs[kBufScratch] = execScratch_;
+  l.dtype = c.dtype;
+  l.eff = eff;
+  l.recvElems = recvElems;
+  launchExec(entry->dev, l, strprintf("%s of %zu elements", collName(c.kind), c.count), stream, captured);
+}
+
+void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std::string& what, void* stream,
+                              bool captured) {
+  const int n = host_.size(), me = host_.rank();
   const int lanes = dp.lanes();
   if (lanes == 0) return;
-
-  growExecBuffer(&execScratch_, &execScratchBytes_, dp.scratchElems * esize);
-
   const size_t lanesBytes = align16(sizeof(devproto::LaneArgs) * static_cast<size_t>(lanes));
   const size_t un = static_cast<size_t>(n), uch = static_cast<size_t>(execChannels_);
   const size_t tableBytes = align16(sizeof(void*) * un * uch);
-  const size_t opsBytes = sizeof(devproto::DevOp) * dp.ops.size();
+  const size_t opsBytes = align16(sizeof(devproto::DevOp) * dp.ops.size());
+  const size_t bufTableBytes = sizeof(void*) * l.bufTable.size();
   const size_t offRecv = kSlotLanes + lanesBytes, offSend = offRecv + tableBytes, offOps = offSend + tableBytes;
-  ExecSlot& slot = freeExecSlot(offOps + opsBytes, captured);
+  const size_t offBufs = offOps + opsBytes;
+  ExecSlot& slot = freeExecSlot(offBufs + bufTableBytes, captured);
   char* h = static_cast<char*>(slot.host);
   char* d = static_cast<char*>(slot.dev);
   std::memset(h, 0, kSlotLanes);  // failure record and stop word
@@ -356,33 +391,29 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
       sendMem[ch * un + p] = execPeerMem_[p] + (ch * un + static_cast<size_t>(me)) * execConnBytes_;
     }
   }
-  if (opsBytes) std::memcpy(h + offOps, dp.ops.data(), opsBytes);
-  const size_t recvElems = [&] {
-    size_t s = 0, r = 0;
-    callBufferElems(c, n, me, &s, &r);
-    return r;
-  }();
+  if (!dp.ops.empty()) std::memcpy(h + offOps, dp.ops.data(), sizeof(devproto::DevOp) * dp.ops.size());
+  if (bufTableBytes) std::memcpy(h + offBufs, l.bufTable.data(), bufTableBytes);
   char* local = static_cast<char*>(execLocal_);
-  for (int l = 0; l < lanes; ++l) {
+  for (int lane = 0; lane < lanes; ++lane) {
     devproto::LaneArgs a{};
-    a.ops = reinterpret_cast<const devproto::DevOp*>(d + offOps) + dp.laneBegin[static_cast<size_t>(l)];
-    a.nops = dp.laneBegin[static_cast<size_t>(l) + 1] - dp.laneBegin[static_cast<size_t>(l)];
-    a.lane = l;
-    a.bufs[kBufSend] = const_cast<void*>(input);
-    a.bufs[kBufRecv] = c.recvbuff;
-    a.bufs[kBufScratch] = execScratch_;
-    const size_t ch = static_cast<size_t>(dp.channelOf(l));
+    const size_t ul = static_cast<size_t>(lane);
+    a.ops = reinterpret_cast<const devproto::DevOp*>(d + offOps) + dp.laneBegin[ul];
+    a.nops = dp.laneBegin[ul + 1] - dp.laneBegin[ul];
+    a.lane = lane;
+    for (int b = 0; b < kBuffersPerColl; ++b) a.bufs[b] = l.bufs[b];
+    a.bufTable = bufTableBytes ? reinterpret_cast<void* const*>(d + offBufs) : nullptr;
+    const size_t ch = static_cast<size_t>(dp.channelOf(lane));
     a.recvMem = reinterpret_cast<void* const*>(d + offRecv) + ch * un;
     a.sendMem = reinterpret_cast<void* const*>(d + offSend) + ch * un;
     a.sendStep = reinterpret_cast<uint64_t*>(local + kLocalSteps) + ch * un;
     a.recvStep = reinterpret_cast<uint64_t*>(local + kLocalSteps) + uch * un + ch * un;
     a.cfg = execCfg_;
-    a.dtype = c.dtype;
-    a.op = eff.kind;
-    a.preMul = eff.preMul;
-    a.preMulInt = eff.preMulInt;
-    a.postDiv = eff.postDiv;
-    a.recvElems = recvElems;
+    a.dtype = l.dtype;
+    a.op = l.eff.kind;
+    a.preMul = l.eff.preMul;
+    a.preMulInt = l.eff.preMulInt;
+    a.postDiv = l.eff.postDiv;
+    a.recvElems = l.recvElems;
     a.lanesDone = reinterpret_cast<uint32_t*>(local + kLocalLanesDone);
     a.nlanes = static_cast<uint32_t>(lanes);
     a.abortWord = static_cast<const uint32_t*>(execCtlDev_);
@@ -390,14 +421,84 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
     a.deadlineNs = 0;
     a.timeoutNs = static_cast<uint64_t>(host_.config().timeoutMs) * 1000000u;
     a.failure = reinterpret_cast<devproto::Failure*>(d + kSlotFailure);
-    std::memcpy(h + kSlotLanes + sizeof(a) * static_cast<size_t>(l), &a, sizeof(a));
+    std::memcpy(h + kSlotLanes + sizeof(a) * ul, &a, sizeof(a));
   }
-  slot.what = strprintf("%s of %zu elements (call %llu)", collName(c.kind), c.count,
-                        static_cast<unsigned long long>(++execCalls_));
+  slot.what = strprintf("%s (call %llu)", what.c_str(), static_cast<unsigned long long>(++execCalls_));
   slot.used = true;
   check(api_.launchExecutor(d + kSlotLanes, lanes, kExecThreads, stream), "the device executor's kernel launch");
   check(api_.launchHostFunc(stream, &DeviceEngine::execFinished, &slot), "cudaLaunchHostFunc");
   if (!captured) check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
+}
+
+std::string DeviceEngine::p2pRefusal() const {
+  if (host_.config().gpuExecutor != 1) return "the device executor is off (STRATA_GPU_EXECUTOR=1 turns it on)";
+  if (execState_ == ExecState::kOff) return "the device executor could not be set up on this communicator";
+  if (execState_ == ExecState::kUnset)
+    return "the device executor is set up by the communicator's first device collective (send/recv alone cannot: "
+           "not every rank takes part), and none has run yet";
+  return {};
+}
+
+void DeviceEngine::enqueueExecP2P(std::span<const CollCall> calls, void* stream, bool captured) {
+  const int n = host_.size(), me = host_.rank();
+  // The element the kernel moves: the widest of 8, 4, 2, 1 bytes that divides every call's bytes and address. Every
+  // split of a message is made in bytes (lowerP2P), so the two ends of a message need not agree on it.
+  size_t unit = 8;
+  auto fit = [&](uint64_t v) {
+    while (unit > 1 && v % unit != 0) unit /= 2;
+  };
+  for (const CollCall& c : calls) {
+    fit(c.count * dtypeSize(c.dtype));
+    fit(reinterpret_cast<uintptr_t>(c.kind == CollKind::kSend ? c.sendbuff : c.recvbuff));
+  }
+  // A send whose memory a receive of the same group writes (nccl-tests' in-place sendrecv) would race with it in the
+  // kernel: such sends go from a device copy taken first, on the stream, as the host path copies them aside.
+  auto overlapsARecv = [&](const CollCall& s) {
+    const char* a = static_cast<const char*>(s.sendbuff);
+    const size_t an = s.count * dtypeSize(s.dtype);
+    for (const CollCall& r : calls) {
+      if (r.kind != CollKind::kRecv || r.count == 0) continue;
+      const char* b = static_cast<const char*>(r.recvbuff);
+      if (a < b + r.count * dtypeSize(r.dtype) && b < a + an) return true;
+    }
+    return false;
+  };
+  std::vector<DevP2PCall> members;
+  std::vector<size_t> aside(calls.size(), SIZE_MAX);  // offset in execInput_ of a send copied aside
+  size_t asideBytes = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const CollCall& c = calls[i];
+    const bool send = c.kind == CollKind::kSend;
+    const uint64_t bytes = c.count * dtypeSize(c.dtype);
+    members.push_back(DevP2PCall{send, c.peer, bytes});
+    if (send && bytes > 0 && overlapsARecv(c)) {
+      aside[i] = asideBytes;
+      asideBytes += align16(bytes);
+    }
+  }
+  const DevPlan dp = lowerP2P(me, n, members, unit, execChannels_, kExecBytesPerChannel);
+  if (dp.lanes() == 0) return;
+  if (asideBytes) growExecBuffer(&execInput_, &execInputBytes_, asideBytes);
+  ExecLaunch l;
+  l.bufTable.assign(calls.size() * kBuffersPerColl, nullptr);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const CollCall& c = calls[i];
+    void* sendbuff = const_cast<void*>(c.sendbuff);
+    if (aside[i] != SIZE_MAX) {
+      sendbuff = static_cast<char*>(execInput_) + aside[i];
+      check(api_.memcpyAsync(sendbuff, c.sendbuff, c.count * dtypeSize(c.dtype), stream),
+            "cudaMemcpyAsync (a send overlapping a receive)");
+    }
+    l.bufTable[i * kBuffersPerColl + kBufSend] = sendbuff;
+    l.bufTable[i * kBuffersPerColl + kBufRecv] = c.recvbuff;
+  }
+  l.dtype = unit == 8 ? strataUint64 : unit == 4 ? strataUint32 : unit == 2 ? strataFloat16 : strataUint8;
+  const std::string what =
+      calls.size() == 1 ? strprintf("%s of %zu bytes %s rank %d", calls[0].kind == CollKind::kSend ? "send" : "recv",
+                                    calls[0].count * dtypeSize(calls[0].dtype),
+                                    calls[0].kind == CollKind::kSend ? "to" : "from", calls[0].peer)
+                        : strprintf("send/recv group of %zu calls", calls.size());
+  launchExec(dp, l, what, stream, captured);
 }
 
 void DeviceEngine::freeExec(bool idle) {

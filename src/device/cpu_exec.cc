@@ -96,6 +96,7 @@ uint32_t runRankOnCpu(CpuDeviceWorld& world, int rank, const DevPlan& plan, cons
     a.nops = plan.laneBegin[static_cast<size_t>(l) + 1] - plan.laneBegin[static_cast<size_t>(l)];
     a.lane = l;
     for (int b = 0; b < 3; ++b) a.bufs[b] = call.bufs[b];
+    a.bufTable = call.bufTable;
     const int ch = plan.channelOf(l);
     a.recvMem = recvMem.data() + static_cast<size_t>(ch) * un;
     a.sendMem = sendMem.data() + static_cast<size_t>(ch) * un;

@@ -50,6 +50,7 @@ class CpuDeviceWorld {
 
 struct CpuCall {
   void* bufs[3] = {nullptr, nullptr, nullptr};  // send, recv, scratch
+  void* const* bufTable = nullptr;              // a send/recv group's buffers (lowerP2P), in place of bufs
   strataDataType_t dtype = strataFloat32;
   ReduceKind op = ReduceKind::kSum;
   double preMul = 1.0;

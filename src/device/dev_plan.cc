@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 
 #include "util/error.h"
 
@@ -121,7 +122,7 @@ DevPlan lowerPlan(const Plan& plan, const LowerOptions& options) {
     if (r.buf < 0 || r.buf >= kBuffersPerColl)
       throw InvalidArgument("device plan: buffer " + std::to_string(r.buf) + " of " + plan.algorithm +
                             " (groups of several calls are not lowered yet)");
-    return static_cast<uint8_t>(r.buf);
+    return static_cast<uint32_t>(r.buf);
   };
   const size_t parts = static_cast<size_t>(out.channels);
   for (size_t c = 0; c < parts; ++c) {
@@ -149,6 +150,123 @@ DevPlan lowerPlan(const Plan& plan, const LowerOptions& options) {
       out.laneBegin.push_back(static_cast<uint32_t>(out.ops.size()));
     }
   }
+  return out;
+}
+
+namespace {
+
+// The lanes per direction and channel of a send/recv group among n ranks.
+int p2pLanesPerDirection(int nranks) { return std::clamp(nranks - 1, 1, (kMaxDevLanes - 1) / 2); }
+
+}  // namespace
+
+int p2pChannels(int nranks, uint64_t bytes, int maxChannels, size_t bytesPerChannel) {
+  const int fit = std::max(1, (kMaxDevLanes - 1) / (2 * p2pLanesPerDirection(nranks)));
+  const uint64_t byBytes = bytes / std::max<size_t>(1, bytesPerChannel);
+  return static_cast<int>(
+      std::clamp<uint64_t>(byBytes, 1, static_cast<uint64_t>(std::min({maxChannels, kMaxDevChannels, fit}))));
+}
+
+DevPlan lowerP2P(int rank, int nranks, const std::vector<DevP2PCall>& calls, size_t unitBytes, int maxChannels,
+                 size_t bytesPerChannel) {
+  if (unitBytes != 1 && unitBytes != 2 && unitBytes != 4 && unitBytes != 8)
+    throw InternalError(strprintf("device send/recv plan: element of %zu bytes", unitBytes));
+  const int L = p2pLanesPerDirection(nranks);
+  // (channel, direction, distance mod L) -> the lane's ops, each with its sort key (distance, issue).
+  struct Keyed {
+    int distance;
+    size_t issue;
+    int part;  // 0: header, 1: data
+    devproto::DevOp op;
+  };
+  std::vector<std::vector<Keyed>> lanes(static_cast<size_t>(kMaxDevChannels) * 2 * static_cast<size_t>(L));
+  std::vector<size_t> selfSends, selfRecvs;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const DevP2PCall& c = calls[i];
+    const char* what = c.send ? "send" : "recv";
+    if (c.peer < 0 || c.peer >= nranks)
+      throw InvalidArgument(
+          strprintf("rank %d: %s: peer %d is not a rank of this %d-rank communicator", rank, what, c.peer, nranks));
+    if (c.bytes % unitBytes != 0)
+      throw InternalError(strprintf("device send/recv plan: %llu bytes in elements of %zu",
+                                    static_cast<unsigned long long>(c.bytes), unitBytes));
+    if (c.bytes == 0) continue;
+    if (c.peer == rank) {
+      (c.send ? selfSends : selfRecvs).push_back(i);
+      continue;
+    }
+    const int distance = c.send ? (c.peer - rank + nranks) % nranks : (rank - c.peer + nranks) % nranks;
+    const int parts = p2pChannels(nranks, c.bytes, maxChannels, bytesPerChannel);
+    // Part bounds in bytes, multiples of 16 (so of every element size), the same on both ends.
+    const uint64_t per = (c.bytes + static_cast<uint64_t>(parts) - 1) / static_cast<uint64_t>(parts);
+    const uint64_t step = (per + 15) / 16 * 16;
+    const uint32_t buf = static_cast<uint32_t>(i * kBuffersPerColl + (c.send ? kBufSend : kBufRecv));
+    for (int ch = 0; ch < parts; ++ch) {
+      const uint64_t begin = std::min<uint64_t>(c.bytes, static_cast<uint64_t>(ch) * step);
+      const uint64_t end = std::min<uint64_t>(c.bytes, begin + step);
+      if (begin == end) continue;  // both ends skip the same parts
+      auto& lane = lanes[(static_cast<size_t>(ch) * 2 + (c.send ? 0 : 1)) * static_cast<size_t>(L) +
+                         static_cast<size_t>((distance - 1) % L)];
+      devproto::DevOp h{};
+      h.kind = devproto::kDevOpHeader;
+      h.recvPeer = c.send ? -1 : c.peer;
+      h.sendPeer = c.send ? c.peer : -1;
+      h.count = c.bytes;
+      lane.push_back(Keyed{distance, i, 0, h});
+      devproto::DevOp d{};
+      d.kind = static_cast<uint8_t>(c.send ? OpKind::kSend : OpKind::kRecv);
+      d.recvPeer = h.recvPeer;
+      d.sendPeer = h.sendPeer;
+      d.count = (end - begin) / unitBytes;
+      if (c.send) {
+        d.srcBuf = buf;
+        d.srcOff = begin / unitBytes;
+      } else {
+        d.dstBuf = buf;
+        d.dstOff = begin / unitBytes;
+      }
+      lane.push_back(Keyed{distance, i, 1, d});
+    }
+  }
+  if (selfSends.size() != selfRecvs.size())
+    throw InvalidUsage(strprintf("rank %d: %zu send(s) to self but %zu recv(s) from self in one group", rank,
+                                 selfSends.size(), selfRecvs.size()));
+  DevPlan out;
+  out.rank = rank;
+  out.nranks = nranks;
+  out.laneBegin.push_back(0);
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    auto& lane = lanes[l];
+    if (lane.empty()) continue;
+    std::stable_sort(lane.begin(), lane.end(), [](const Keyed& a, const Keyed& b) {
+      return std::tie(a.distance, a.issue, a.part) < std::tie(b.distance, b.issue, b.part);
+    });
+    for (const Keyed& k : lane) out.ops.push_back(k.op);
+    out.laneBegin.push_back(static_cast<uint32_t>(out.ops.size()));
+    const int ch = static_cast<int>(l / (2 * static_cast<size_t>(L)));
+    out.laneChannel.push_back(ch);
+    out.channels = std::max(out.channels, ch + 1);
+  }
+  if (!selfSends.empty()) {
+    for (size_t k = 0; k < selfSends.size(); ++k) {
+      const DevP2PCall& s = calls[selfSends[k]];
+      const DevP2PCall& r = calls[selfRecvs[k]];
+      if (s.bytes != r.bytes)
+        throw InvalidUsage(strprintf("rank %d: send to self of %llu bytes matched with recv from self of %llu bytes",
+                                     rank, static_cast<unsigned long long>(s.bytes),
+                                     static_cast<unsigned long long>(r.bytes)));
+      devproto::DevOp d{};
+      d.kind = static_cast<uint8_t>(OpKind::kCopy);
+      d.recvPeer = d.sendPeer = -1;
+      d.srcBuf = static_cast<uint32_t>(selfSends[k] * kBuffersPerColl + kBufSend);
+      d.dstBuf = static_cast<uint32_t>(selfRecvs[k] * kBuffersPerColl + kBufRecv);
+      d.count = s.bytes / unitBytes;
+      out.ops.push_back(d);
+    }
+    out.laneBegin.push_back(static_cast<uint32_t>(out.ops.size()));
+    out.laneChannel.push_back(0);
+  }
+  out.lanesPerChannel = out.lanes();
   return out;
 }
 

@@ -29,8 +29,12 @@ struct DevPlan {
   int lanesPerChannel = 0;           // the plan's lanes
   std::vector<devproto::DevOp> ops;  // lane l's ops are ops[laneBegin[l] .. laneBegin[l + 1])
   std::vector<uint32_t> laneBegin;   // lanes + 1 entries
+  std::vector<int> laneChannel;      // not empty (lowerP2P): lane l's channel, in place of the rule above
   int lanes() const { return static_cast<int>(laneBegin.size()) - 1; }
-  int channelOf(int lane) const { return lanesPerChannel > 0 ? lane / lanesPerChannel : 0; }
+  int channelOf(int lane) const {
+    if (!laneChannel.empty()) return laneChannel[static_cast<size_t>(lane)];
+    return lanesPerChannel > 0 ? lane / lanesPerChannel : 0;
+  }
 };
 
 struct LowerOptions {
@@ -63,5 +67,32 @@ bool channelSafe(CollKind kind, const std::string& algorithm);
 /// leaves for the algorithm's most lanes on any rank.
 int channelsFor(CollKind kind, const std::string& algorithm, int nranks, size_t callBytes, int maxChannels,
                 size_t bytesPerChannel);
+
+/// One send or receive of a group, in bytes.
+struct DevP2PCall {
+  bool send = true;  // false: a receive
+  int peer = 0;
+  uint64_t bytes = 0;
+};
+
+/// The lowered plan of a group of sends and receives on `rank` of `nranks`, moving elements of `unitBytes` (1, 2, 4
+/// or 8: it divides every call's bytes; it is only this rank's, as every split below is made in bytes). Call i's
+/// buffers are bufTable entries kBuffersPerColl * i + kBufSend / kBufRecv. Everything both ends of a message do
+/// follows from what they share, the message's bytes and nranks, so the two ends always agree:
+///   - a message of B bytes goes in C(B) channel parts: one per bytesPerChannel, at most maxChannels and at most what
+///     kMaxDevLanes leaves; the parts' bounds are multiples of 16 bytes;
+///   - each part is a header (kDevOpHeader, the message's B) then its data, on that channel's connection;
+///   - a peer at distance d (send: (peer - rank) mod n, receive: (rank - peer) mod n) goes to the lane (channel,
+///     direction, (d - 1) mod L), L = min(n - 1, the lanes that fit), each lane in order of d and then of issue.
+///     Each connection stays in one lane, in issue order (the n-th send to a peer meets its n-th receive from this
+///     rank); and a lane waits only on lanes of smaller distance on other ranks, so no cycle of waits forms;
+///   - a send to self is matched with the receives from self in issue order and is a local copy (one more lane).
+/// Calls of 0 bytes move nothing and are skipped, as the host path does. Throws InvalidArgument for a peer out of
+/// range and InvalidUsage for self sends and receives that do not pair up (the host path's words).
+DevPlan lowerP2P(int rank, int nranks, const std::vector<DevP2PCall>& calls, size_t unitBytes, int maxChannels,
+                 size_t bytesPerChannel);
+
+/// The channels lowerP2P gives a message of `bytes` among `nranks` (the same on both of its ends).
+int p2pChannels(int nranks, uint64_t bytes, int maxChannels, size_t bytesPerChannel);
 
 }  // namespace strata

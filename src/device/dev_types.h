@@ -51,7 +51,9 @@ STRATA_HD_INLINE uint64_t* llSlot(void* mem, const ProtoConfig& cfg, uint64_t st
 }
 
 /// Why a lane stopped. Stored in Failure::code; 0 while nothing failed.
-enum FailCode : uint32_t { kFailNone = 0, kFailAborted = 1, kFailTimedOut = 2, kFailBadPlan = 3 };
+/// kFailMismatch: a send/recv header said the sender's message has other bytes than the receive expects
+/// (Failure::expected, Failure::got).
+enum FailCode : uint32_t { kFailNone = 0, kFailAborted = 1, kFailTimedOut = 2, kFailBadPlan = 3, kFailMismatch = 4 };
 
 /// The first failure of a rank's call, written by the lane that saw it (compare-and-swap on code).
 struct Failure {
@@ -59,25 +61,35 @@ struct Failure {
   int32_t lane;
   int32_t op;           // index of the op in its lane
   int32_t peer;         // the peer the lane was waiting for (-1: none)
-  uint32_t waitingFor;  // 0 sender slot (tail), 1 Simple data (head), 2 LL data
+  uint32_t waitingFor;  // 0 sender slot (tail), 1 Simple data (head), 2 LL data, 3 a send/recv header
   uint32_t pad;
+  uint64_t expected;  // kFailMismatch: the bytes this rank's receive expects
+  uint64_t got;       // and the bytes the sender's header announced
 };
+
+/// A DevOp of this kind is no plan op: a send/recv header, one LL piece of two lines carrying the message's total
+/// bytes (count). The sender writes it before the message's data on that connection and channel; the receiver
+/// compares it with what its receive expects, so a message of another size fails the call (kFailMismatch) instead
+/// of being cut short or waited for until the deadline.
+inline constexpr uint8_t kDevOpHeader = 200;
 
 /// One op of a lowered plan: the plan IR's Op with offsets in elements, peers as connection indices.
 struct DevOp {
-  uint8_t kind;    // OpKind
-  uint8_t srcBuf;  // kBufSend / kBufRecv / kBufScratch
-  uint8_t dstBuf;
-  uint8_t pad;
+  uint8_t kind;  // OpKind, or kDevOpHeader
+  uint8_t pad[3];
   int32_t recvPeer;  // -1: none
   int32_t sendPeer;
+  // kBufSend / kBufRecv / kBufScratch; with a buffer table (LaneArgs::bufTable, a group's send/recv calls), an
+  // index into it: call i's buffers are kBuffersPerColl * i + kBufSend / kBufRecv.
+  uint32_t srcBuf;
+  uint32_t dstBuf;
   uint32_t pad2;
   uint64_t srcOff;  // elements
   uint64_t dstOff;
-  uint64_t count;  // elements
+  uint64_t count;  // elements (a header: the message's bytes)
 };
 
-static_assert(sizeof(DevOp) == 40, "DevOp is 40 bytes");
+static_assert(sizeof(DevOp) == 48, "DevOp is 48 bytes");
 
 /// What a lane needs: its ops, the rank's buffers and connections, the stop conditions.
 struct LaneArgs {
@@ -85,6 +97,7 @@ struct LaneArgs {
   uint32_t nops;
   int32_t lane;
   void* bufs[kBuffersPerColl];  // send, recv, scratch of this rank
+  void* const* bufTable;        // not null: the ops' buffers index this table instead (a group's send/recv calls)
   void* const* recvMem;         // [peer]: ConnMem of peer -> me (in my memory)
   void* const* sendMem;         // [peer]: ConnMem of me -> peer (the peer's, mapped)
   uint64_t* sendStep;           // [peer]: pieces sent to peer so far (persistent)

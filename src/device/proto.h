@@ -151,7 +151,9 @@ struct OpRunner {
   const LaneArgs& a;
   int opIndex;
 
-  STRATA_HD S* buf(uint8_t b, uint64_t off) const { return static_cast<S*>(a.bufs[b]) + off; }
+  STRATA_HD S* buf(uint32_t b, uint64_t off) const {
+    return static_cast<S*>(a.bufTable != nullptr ? a.bufTable[b] : a.bufs[b]) + off;
+  }
   // An element read from a buffer: the send buffer's elements pre-multiplied where the op asks for it.
   STRATA_HD_INLINE S readSrc(const DevOp& o, uint64_t i) const {
     const S v = buf(o.srcBuf, o.srcOff)[i];
@@ -356,7 +358,60 @@ struct OpRunner {
     for (uint64_t i = 0; i < n; ++i) dc[i] = sc[i];
   }
 
+  // ---- a send/recv header (kDevOpHeader) ----
+  // One LL piece of two lines (the low and high 32 bits of the message's bytes) on the op's connection, written by
+  // the sender's leader and checked by the receiver's: the same slots and steps as any LL piece.
+  STRATA_HD uint32_t header(const DevOp& o) const {
+    uint32_t failed = kFailNone;
+    if (p.tid() == 0) {
+      if (o.sendPeer >= 0) {
+        void* smem = a.sendMem[o.sendPeer];
+        const uint64_t sstep = a.sendStep[o.sendPeer];
+        ConnCtrl* c = connCtrl(smem);
+        failed = waitFor(p, a, opIndex, o.sendPeer, 0, [&] { return sstep - P::loadAcquire(&c->tail) < a.cfg.nslots; });
+        if (failed == kFailNone) {
+          uint64_t* lines = llSlot(smem, a.cfg, sstep);
+          const uint64_t flag = static_cast<uint64_t>(static_cast<uint32_t>(sstep + 1)) << 32;
+          P::storeRelaxed(lines, flag | (o.count & 0xffffffffu));
+          P::storeRelaxed(lines + 1, flag | (o.count >> 32));
+          a.sendStep[o.sendPeer] = sstep + 1;
+        }
+      } else if (o.recvPeer >= 0) {
+        void* rmem = a.recvMem[o.recvPeer];
+        const uint64_t rstep = a.recvStep[o.recvPeer];
+        const uint32_t rflag = static_cast<uint32_t>(rstep + 1);
+        uint64_t* lines = llSlot(rmem, a.cfg, rstep);
+        uint64_t word[2] = {0, 0};
+        for (int l = 0; l < 2 && failed == kFailNone; ++l) {
+          failed = waitFor(p, a, opIndex, o.recvPeer, 3, [&] {
+            word[l] = P::loadRelaxed(lines + l);
+            return static_cast<uint32_t>(word[l] >> 32) == rflag;
+          });
+        }
+        if (failed == kFailNone) {
+          P::storeRelease(&connCtrl(rmem)->tail, rstep + 1);
+          a.recvStep[o.recvPeer] = rstep + 1;
+          const uint64_t got = (word[0] & 0xffffffffu) | (word[1] << 32);
+          if (got != o.count) {
+            failed = kFailMismatch;
+            if (P::casU32(&a.failure->code, kFailNone, kFailMismatch)) {
+              a.failure->lane = a.lane;
+              a.failure->op = opIndex;
+              a.failure->peer = o.recvPeer;
+              a.failure->waitingFor = 3;
+              a.failure->expected = o.count;
+              a.failure->got = got;
+            }
+            P::storeRelaxed(a.stopWord, 1u);
+          }
+        }
+      }
+    }
+    return p.broadcast(failed);
+  }
+
   STRATA_HD uint32_t run(const DevOp& o) const {
+    if (o.kind == kDevOpHeader) return header(o);
     const OpKind kind = static_cast<OpKind>(o.kind);
     if (kind == OpKind::kCopy || kind == OpKind::kReduceLocal) return local(o);
     if (o.count == 0) return kFailNone;

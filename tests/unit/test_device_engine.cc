@@ -578,6 +578,7 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
     std::vector<float> x(kAr), y(kAr), hy(kAr), avg(kAvg), havg(kAvg);
     std::vector<int32_t> rs(kRs * n), hrs(kRs * n);
     std::vector<uint16_t> agIn(kAg), ag(kAg * n), hag(kAg * n);
+    std::vector<int32_t> ring(40000);
     auto expectRefused = [&](const char* what, auto call, const char* says) {
       f.api.beginCapture(st);
       const strataResult_t res = call();
@@ -602,14 +603,15 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
         },
         "group");
     expectRefused(
-        "send/recv",
+        "collectives and send/recv in one group",
         [&] {
           strataGroupStart();
+          strataAllReduce(x.data(), y.data(), 8, strataFloat32, strataSum, comm, st);
           strataSend(x.data(), 8, strataFloat32, (r + 1) % n, comm, st);
           strataRecv(y.data(), 8, strataFloat32, (r + n - 1) % n, comm, st);
           return strataGroupEnd();
         },
-        "group");
+        "both collectives and send/recv");
 
     // The graph: an all-reduce (Simple, larger than a FIFO), an in-place integer PreMulSum reduce-scatter, a bf16
     // all-gather (LL), an in-place float Avg all-reduce (its input copied aside inside the graph).
@@ -623,6 +625,11 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
         << strataGetLastError(comm);
     ASSERT_EQ(strataAllGather(agIn.data(), ag.data(), kAg, strataBfloat16, comm, st), strataSuccess);
     ASSERT_EQ(strataAllReduce(avg.data(), avg.data(), kAvg, strataFloat32, strataAvg, comm, st), strataSuccess);
+    // A ring exchange by send/recv, in place (the send is copied aside inside the graph, then received over).
+    strataGroupStart();
+    strataSend(ring.data(), ring.size(), strataInt32, (r + 1) % n, comm, st);
+    strataRecv(ring.data(), ring.size(), strataInt32, (r + n - 1) % n, comm, st);
+    ASSERT_EQ(strataGroupEnd(), strataSuccess) << strataGetLastError(comm);
     // A collective of 0 elements captures as nothing, and succeeds.
     ASSERT_EQ(strataAllReduce(x.data(), y.data(), 0, strataFloat32, strataSum, comm, st), strataSuccess);
     const FakeCudaApi::Graph graph = f.api.endCapture(st);
@@ -635,9 +642,13 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
       for (size_t i = 0; i < rs.size(); ++i) rs[i] = static_cast<int32_t>(valueOf(r, i + shift)) * (replay + 1);
       for (size_t i = 0; i < kAg; ++i) storeFromDouble(agIn.data(), i, strataBfloat16, valueOf(r, i + shift));
       for (size_t i = 0; i < kAvg; ++i) avg[i] = static_cast<float>(valueOf(r, i + 2 * shift));
+      for (size_t i = 0; i < ring.size(); ++i) ring[i] = static_cast<int32_t>(r * 1000003 + replay * 31 + i);
       hrs = rs;
       havg = avg;
       FakeCudaApi::replay(graph);
+      const int from = (r + n - 1) % n;
+      for (size_t i = 0; i < ring.size(); ++i)
+        ASSERT_EQ(ring[i], static_cast<int32_t>(from * 1000003 + replay * 31 + i)) << "replay " << replay << " i " << i;
       ASSERT_EQ(strataAllReduce(x.data(), hy.data(), kAr, strataFloat32, strataSum, comm, nullptr), strataSuccess);
       ASSERT_EQ(strataReduceScatter(hrs.data(), hrs.data() + r * kRs, kRs, strataInt32, pms, comm, nullptr),
                 strataSuccess);
@@ -661,8 +672,8 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
     EXPECT_EQ(strataCommGetAsyncError(comm, &async), strataSuccess);
     EXPECT_EQ(async, strataSuccess);
   });
-  // Per rank: the warm-up, then per replay the 4 captured kernels and the uncaptured one; nothing ran at capture.
-  EXPECT_EQ(f.api.executorLaunches.load(), n * (1 + 6 * 5));
+  // Per rank: the warm-up, then per replay the 5 captured kernels and the uncaptured one; nothing ran at capture.
+  EXPECT_EQ(f.api.executorLaunches.load(), n * (1 + 6 * 6));
 }
 
 TEST(DeviceEngine, CaptureNeedsTheExecutor) {
@@ -675,6 +686,144 @@ TEST(DeviceEngine, CaptureNeedsTheExecutor) {
     const std::string msg = strataGetLastError(comm);
     EXPECT_TRUE(f.api.endCapture(stream(r)).empty());
     EXPECT_NE(msg.find("STRATA_GPU_EXECUTOR=1"), std::string::npos) << msg;
+  });
+}
+
+// Sends and receives on device buffers run in the executor's kernel once a collective has set it up, whatever
+// else their group holds: single calls, a ring, an all-to-all of mixed element sizes, nccl-tests' in-place
+// sendrecv (the send copied aside first), sends and receives to self, a collective and send/recv in one group.
+// Before the first collective they are staged (nothing else has set the executor up on every rank).
+TEST(DeviceEngine, ExecutorRunsSendRecvGroups) {
+  Fixture f;
+  ExecutorOn on;
+  constexpr int n = 4;
+  std::atomic<int> before{-1};
+  onRanks(n, [&](int r, strataComm_t comm) {
+    void* st = stream(r);
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    auto value = [](int rank, size_t call, size_t i) { return static_cast<int32_t>(rank * 7919 + call * 131 + i); };
+    // Staged: the executor is not set up yet.
+    {
+      std::vector<int32_t> a(1000), b(1000);
+      for (size_t i = 0; i < a.size(); ++i) a[i] = value(r, 0, i);
+      strataGroupStart();
+      strataSend(a.data(), a.size(), strataInt32, next, comm, st);
+      strataRecv(b.data(), b.size(), strataInt32, prev, comm, st);
+      ASSERT_EQ(strataGroupEnd(), strataSuccess) << strataGetLastError(comm);
+      for (size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], value(prev, 0, i));
+    }
+    if (r == 0) before = f.api.executorLaunches.load();
+    std::vector<float> x(4096, 1.0f), y(4096);
+    ASSERT_EQ(strataAllReduce(x.data(), y.data(), x.size(), strataFloat32, strataSum, comm, st), strataSuccess);
+    // A ring larger than a FIFO (8 x 128 KiB), then one small.
+    for (const size_t count : {size_t{300001}, size_t{3}}) {
+      std::vector<int32_t> a(count), b(count, -1);
+      for (size_t i = 0; i < count; ++i) a[i] = value(r, 1, i);
+      strataGroupStart();
+      strataSend(a.data(), count, strataInt32, next, comm, st);
+      strataRecv(b.data(), count, strataInt32, prev, comm, st);
+      ASSERT_EQ(strataGroupEnd(), strataSuccess) << strataGetLastError(comm);
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(b[i], value(prev, 1, i)) << count << " at " << i;
+    }
+    // Single calls outside a group: rank 0 to rank 1, odd bytes.
+    {
+      std::vector<uint8_t> m(1001);
+      for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<uint8_t>(i * 3);
+      if (r == 0) {
+        ASSERT_EQ(strataSend(m.data(), m.size(), strataUint8, 1, comm, st), strataSuccess);
+      }
+      if (r == 1) {
+        std::vector<uint8_t> got(m.size());
+        ASSERT_EQ(strataRecv(got.data(), got.size(), strataUint8, 0, comm, st), strataSuccess);
+        EXPECT_EQ(got, m);
+      }
+    }
+    // All-to-all by send/recv (torch's NCCL backend's way), self included, in int8 (odd counts) and float64.
+    {
+      std::vector<std::vector<int8_t>> out8(n), in8(n);
+      std::vector<std::vector<double>> out64(n), in64(n);
+      strataGroupStart();
+      for (int p = 0; p < n; ++p) {
+        const size_t c8 = 1 + 37 * static_cast<size_t>(r + p), c64 = 20000 + static_cast<size_t>(p);
+        out8[p].resize(c8);
+        for (size_t i = 0; i < c8; ++i) out8[p][i] = static_cast<int8_t>(value(r, p, i));
+        in8[p].assign(1 + 37 * static_cast<size_t>(r + p), 0);
+        out64[p].resize(c64);
+        for (size_t i = 0; i < c64; ++i) out64[p][i] = value(r, 100 + p, i) * 0.5;
+        in64[p].assign(20000 + static_cast<size_t>(r), 0);
+        strataSend(out8[p].data(), c8, strataInt8, p, comm, st);
+        strataRecv(in8[p].data(), in8[p].size(), strataInt8, p, comm, st);
+        strataSend(out64[p].data(), c64, strataFloat64, p, comm, st);
+        strataRecv(in64[p].data(), in64[p].size(), strataFloat64, p, comm, st);
+      }
+      ASSERT_EQ(strataGroupEnd(), strataSuccess) << strataGetLastError(comm);
+      for (int p = 0; p < n; ++p) {
+        for (size_t i = 0; i < in8[p].size(); ++i) ASSERT_EQ(in8[p][i], static_cast<int8_t>(value(p, r, i)));
+        for (size_t i = 0; i < in64[p].size(); ++i) ASSERT_EQ(in64[p][i], value(p, 100 + r, i) * 0.5);
+      }
+    }
+    // nccl-tests' in-place sendrecv: one buffer sent to the next rank and received from the previous.
+    {
+      std::vector<float> buf(300001);  // more than a FIFO holds: the send is still reading when the receive writes
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(value(r, 5, i));
+      strataGroupStart();
+      strataSend(buf.data(), buf.size(), strataFloat32, next, comm, st);
+      strataRecv(buf.data(), buf.size(), strataFloat32, prev, comm, st);
+      ASSERT_EQ(strataGroupEnd(), strataSuccess) << strataGetLastError(comm);
+      for (size_t i = 0; i < buf.size(); ++i) ASSERT_EQ(buf[i], static_cast<float>(value(prev, 5, i))) << i;
+    }
+    // A collective and send/recv in one group: the collective first, then the sends and receives.
+    {
+      std::vector<float> ax(5000), ay(5000), hy(5000);
+      for (size_t i = 0; i < ax.size(); ++i) ax[i] = static_cast<float>(valueOf(r, i));
+      std::vector<int64_t> a(777), b(777);
+      for (size_t i = 0; i < a.size(); ++i) a[i] = value(r, 9, i);
+      strataGroupStart();
+      strataAllReduce(ax.data(), ay.data(), ax.size(), strataFloat32, strataSum, comm, st);
+      strataSend(a.data(), a.size(), strataInt64, prev, comm, st);
+      strataRecv(b.data(), b.size(), strataInt64, next, comm, st);
+      ASSERT_EQ(strataGroupEnd(), strataSuccess) << strataGetLastError(comm);
+      ASSERT_EQ(strataAllReduce(ax.data(), hy.data(), ax.size(), strataFloat32, strataSum, comm, nullptr),
+                strataSuccess);
+      EXPECT_EQ(ay, hy);
+      for (size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], value(next, 9, i));
+    }
+    strataResult_t async = strataInternalError;
+    EXPECT_EQ(strataCommGetAsyncError(comm, &async), strataSuccess);
+    EXPECT_EQ(async, strataSuccess);
+  });
+  // Nothing ran in the kernel before the first collective; then per rank: the all-reduce, two rings, the single
+  // call (ranks 0 and 1), the all-to-all, the in-place exchange, the group's all-reduce and its send/recv.
+  EXPECT_EQ(before.load(), 0);
+  EXPECT_EQ(f.api.executorLaunches.load(), n * 7 + 2);
+}
+
+// A receive that expects other bytes than its message has fails the call on the receiving rank, naming the peer and
+// both sizes (as the host path's stamps do), instead of returning a message cut short or waiting for the deadline.
+TEST(DeviceEngine, ExecutorSendRecvOfOtherSizesFails) {
+  Fixture f;
+  ExecutorOn on;
+  onRanks(2, [&](int r, strataComm_t comm) {
+    void* st = stream(r);
+    std::vector<float> x(64, 1.0f), y(64);
+    ASSERT_EQ(strataAllReduce(x.data(), y.data(), x.size(), strataFloat32, strataSum, comm, st), strataSuccess);
+    const int before = f.api.executorLaunches.load();
+    std::vector<float> m(100, 2.0f);
+    if (r == 0) {
+      EXPECT_EQ(strataSend(m.data(), 100, strataFloat32, 1, comm, st), strataSuccess);
+    }
+    if (r == 1) {
+      EXPECT_EQ(strataRecv(m.data(), 50, strataFloat32, 0, comm, st), strataSuccess);  // enqueued: the error is async
+      strataResult_t async = strataSuccess;
+      EXPECT_EQ(strataCommGetAsyncError(comm, &async), strataSuccess);
+      EXPECT_EQ(async, strataInvalidUsage);
+      // The failed communicator refuses the next call with the failure's words.
+      EXPECT_NE(strataAllReduce(x.data(), y.data(), x.size(), strataFloat32, strataSum, comm, st), strataSuccess);
+      const std::string msg = strataGetLastError(comm);
+      EXPECT_NE(msg.find("rank 0's message has 400 bytes, but the recv it meets expects 200"), std::string::npos)
+          << msg;
+      EXPECT_GT(f.api.executorLaunches.load(), before);
+    }
   });
 }
 
