@@ -477,33 +477,40 @@ void asyncStress(strataComm_t comm, int calls) {
 }
 
 // ---- CUDA graphs (STRATA_GPU_EXECUTOR=1) ---------------------------------------------------------------------
-// Three executor calls captured once into a CUDA graph (a Simple all-reduce larger than the FIFOs, an LL bf16
-// all-gather, an in-place float Avg all-reduce whose input is copied aside inside the graph), then the graph
+// Four executor calls captured once into a CUDA graph (a Simple all-reduce larger than the FIFOs, an LL bf16
+// all-gather, an in-place float Avg all-reduce whose input is copied aside inside the graph, an in-place send/recv
+// ring: sent to the next rank and received from the previous in one buffer, the send copied aside), then the graph
 // launched `replays` times, each time on new inputs uploaded on the stream before the launch; every result is read
 // back and checked after every replay. An uncaptured call runs between replays.
 void graphReplay(strataComm_t comm, int replays) {
   const size_t n = static_cast<size_t>(gSize);
-  constexpr size_t kAr = 300007, kAg = 33, kAvg = 1003;
+  constexpr size_t kAr = 300007, kAg = 33, kAvg = 1003, kRing = 70001;
   cudaStream_t s = static_cast<cudaStream_t>(gStream);
   Buffer x(kAr, strataFloat32), y(kAr, strataFloat32), agIn(kAg, strataBfloat16), ag(kAg * n, strataBfloat16),
-      avg(kAvg, strataFloat32);
-  char *dx, *dy, *dagIn, *dag, *davg;
+      avg(kAvg, strataFloat32), ring(kRing, strataInt32);
+  char *dx, *dy, *dagIn, *dag, *davg, *dring;
   CUDA_OK(cudaMalloc(&dx, x.bytes.size()));
   CUDA_OK(cudaMalloc(&dy, y.bytes.size()));
   CUDA_OK(cudaMalloc(&dagIn, agIn.bytes.size()));
   CUDA_OK(cudaMalloc(&dag, ag.bytes.size()));
   CUDA_OK(cudaMalloc(&davg, avg.bytes.size()));
+  CUDA_OK(cudaMalloc(&dring, ring.bytes.size()));
+  const int next = (gRank + 1) % gSize, prev = (gRank + gSize - 1) % gSize;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   const strataResult_t r1 = strataAllReduce(dx, dy, kAr, strataFloat32, strataSum, comm, gStream);
   const strataResult_t r2 = strataAllGather(dagIn, dag, kAg, strataBfloat16, comm, gStream);
   const strataResult_t r3 = strataAllReduce(davg, davg, kAvg, strataFloat32, strataAvg, comm, gStream);
+  strataGroupStart();
+  strataSend(dring, kRing, strataInt32, next, comm, gStream);
+  strataRecv(dring, kRing, strataInt32, prev, comm, gStream);
+  const strataResult_t r4 = strataGroupEnd();
   const std::string msg = strataGetLastError(comm);
   CUDA_OK(cudaStreamEndCapture(s, &graph));
-  if (r1 != strataSuccess || r2 != strataSuccess || r3 != strataSuccess) {
-    std::fprintf(stderr, "rank %d: graph capture: a captured call returned %d/%d/%d: %s\n", gRank, r1, r2, r3,
-                 msg.c_str());
+  if (r1 != strataSuccess || r2 != strataSuccess || r3 != strataSuccess || r4 != strataSuccess) {
+    std::fprintf(stderr, "rank %d: graph capture: a captured call returned %d/%d/%d/%d: %s\n", gRank, r1, r2, r3,
+                 r4, msg.c_str());
     std::exit(1);
   }
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -513,6 +520,8 @@ void graphReplay(strataComm_t comm, int replays) {
     for (size_t i = 0; i < kAr; ++i) x.set(i, value(strataSum, strataFloat32, gRank, i + shift));
     for (size_t i = 0; i < kAg; ++i) agIn.set(i, value(strataSum, strataBfloat16, gRank, i + shift));
     for (size_t i = 0; i < kAvg; ++i) avg.set(i, value(strataSum, strataFloat32, gRank, i + 2 * shift));
+    for (size_t i = 0; i < kRing; ++i) ring.set(i, value(strataSum, strataInt32, gRank, i + 3 * shift));
+    CUDA_OK(cudaMemcpyAsync(dring, ring.bytes.data(), ring.bytes.size(), cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(dx, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(dagIn, agIn.bytes.data(), agIn.bytes.size(), cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(davg, avg.bytes.data(), avg.bytes.size(), cudaMemcpyHostToDevice, s));
@@ -520,6 +529,7 @@ void graphReplay(strataComm_t comm, int replays) {
     CUDA_OK(cudaMemcpyAsync(y.bytes.data(), dy, y.bytes.size(), cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaMemcpyAsync(ag.bytes.data(), dag, ag.bytes.size(), cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaMemcpyAsync(avg.bytes.data(), davg, avg.bytes.size(), cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaMemcpyAsync(ring.bytes.data(), dring, ring.bytes.size(), cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaStreamSynchronize(s));
     for (size_t i = 0; i < kAr; ++i)
       expect("graph allreduce", strataFloat32, strataSum, kAr, false, i, y.get(i),
@@ -531,6 +541,9 @@ void graphReplay(strataComm_t comm, int replays) {
     for (size_t i = 0; i < kAvg; ++i)
       expect("graph avg", strataFloat32, strataAvg, kAvg, true, i, avg.get(i),
              expectedReduction(strataAvg, strataFloat32, i + 2 * shift, 1.0));
+    for (size_t i = 0; i < kRing; ++i)
+      expect("graph sendrecv", strataInt32, strataSum, kRing, true, i, ring.get(i),
+             value(strataSum, strataInt32, prev, i + 3 * shift));
     // An uncaptured executor call between replays, on the same FIFOs.
     CHECK_OK(strataAllReduce(dx, dy, 1001, strataFloat32, strataMax, comm, gStream));
   }
@@ -538,10 +551,10 @@ void graphReplay(strataComm_t comm, int replays) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
-  for (char* p : {dx, dy, dagIn, dag, davg}) CUDA_OK(cudaFree(p));
+  for (char* p : {dx, dy, dagIn, dag, davg, dring}) CUDA_OK(cudaFree(p));
   if (gRank == 0)
     std::printf(
-        "graph capture: 3 executor calls captured, %d replays checked (%.1f ms in all, uploads and checks "
+        "graph capture: 4 executor calls captured, %d replays checked (%.1f ms in all, uploads and checks "
         "included)\n",
         replays, ms);
 }
