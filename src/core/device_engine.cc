@@ -127,7 +127,7 @@ void DeviceEngine::check(int err, const char* what) const {
 
 void DeviceEngine::agreeSettings() {
   if (!settingsAgreed_) {
-    // Every rank reaches its first single device all-reduce at the same call, whatever its settings say, so the
+    // Every rank reaches its first device collective at the same call, whatever its settings say, so the
     // exchange itself never depends on them.
     const int n = host_.size(), me = host_.rank();
     uint64_t mine[kNumDeviceSettings];
@@ -200,8 +200,10 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
     for (const CollCall& c : calls) (isP2P(c.kind) ? p2p : colls).push_back(c);
   const std::span<const CollCall> rest = p2pExec ? std::span<const CollCall>(colls) : calls;
   // Before anything is enqueued: a mismatch fails the call on every rank and leaves the stream as it was. Every
-  // single collective checks (collectively, the first time), as its path may follow from the settings.
-  if (rest.size() == 1 && !isP2P(rest[0].kind) && host_.size() > 1) agreeSettings();
+  // call that holds a collective checks (collectively, the first time: every rank's group holds the same
+  // collectives), as its path may follow from the settings.
+  if (host_.size() > 1 && std::any_of(rest.begin(), rest.end(), [](const CollCall& c) { return !isP2P(c.kind); }))
+    agreeSettings();
   if (!chainEvent_) check(api_.eventCreate(&chainEvent_), "cudaEventCreate");  // on device_ (the guard)
   joinChain(stream);
   if (!rest.empty()) enqueueCalls(rest, stream, device);
@@ -216,7 +218,9 @@ void DeviceEngine::enqueueCalls(std::span<const CollCall> calls, void* stream, i
   if (execRefusal(calls).empty()) {
     if (execState_ == ExecState::kUnset) setupExec(device);
     if (execState_ == ExecState::kOn) {
-      enqueueExec(calls[0], stream, /*captured=*/false);
+      // A group: one kernel per collective, in issue order (a collective of 0 elements moves nothing).
+      for (const CollCall& c : calls)
+        if (c.count > 0) enqueueExec(c, stream, /*captured=*/false);
       return;
     }
   }

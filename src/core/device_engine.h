@@ -71,15 +71,15 @@ class DeviceEngine {
   };
   enum class Direct { kNone, kOneShot, kTwoShot };
   Direct directKind(const CollCall& call) const;
-  /// Collective, at the first single device collective: checks that every rank has the same STRATA_GPU_* settings
-  /// (the path, rounds and chunks of a call follow from them). Throws InvalidUsage naming each setting that
-  /// differs, with this rank's value and a differing rank's, then and at every later single device collective.
+  /// Collective, at the first device call holding a collective: checks that every rank has the same STRATA_GPU_*
+  /// settings (the path, rounds and chunks of a call follow from them). Throws InvalidUsage naming each setting that
+  /// differs, with this rank's value and a differing rank's, then and at every later such call.
   void agreeSettings();
   /// Logs, once per communicator and reason, why a device all-reduce goes through host memory instead of CUDA IPC:
   /// a WARN where the user would expect the direct path, an INFO where the staging is by design or by setting.
   void noteStaged(std::span<const CollCall> calls);
   // ---- device executor (device_exec.cc) ----
-  /// Why this call does not run in the device executor (STRATA_GPU_EXECUTOR=1, one host, one collective, ...), or
+  /// Why these collectives do not run in the device executor (STRATA_GPU_EXECUTOR=1, one host, kinds, ...), or
   /// nothing when it does. The same on every rank for the same call.
   std::string execRefusal(std::span<const CollCall> calls) const;
   /// A call on a capturing stream: the executor's, with a slot of its own, else InvalidUsage saying why.
@@ -148,7 +148,7 @@ class DeviceEngine {
   // Staged path: pinned host slots, reused once the GPU has copied their results out.
   std::deque<std::unique_ptr<Slot>> slots_;
 
-  // Settings agreement (agreeSettings), at the first single device collective.
+  // Settings agreement (agreeSettings), at the first device call holding a collective.
   bool settingsAgreed_ = false;
   std::string settingsError_;  // not empty: the ranks' settings differ, and every device all-reduce fails with it
 

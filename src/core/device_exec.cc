@@ -57,24 +57,29 @@ std::string execAlgorithm(const Config& config, CollKind k) {
 std::string DeviceEngine::execRefusal(std::span<const CollCall> calls) const {
   if (host_.config().gpuExecutor != 1) return "the device executor is off (STRATA_GPU_EXECUTOR=1 turns it on)";
   if (execState_ == ExecState::kOff) return "the device executor could not be set up on this communicator";
-  if (calls.size() != 1) return "a group of several calls does not run in the device executor yet";
   const int n = host_.size();
   if (n < 2) return "on one rank only copies are captured, and this call is staged (PreMulSum, or send/recv to self)";
   if (n > kMaxDevLanes) return strprintf("the device executor serves at most %d ranks", kMaxDevLanes);
   if (!host_.oneHost()) return "the communicator spans several hosts (the executor serves ranks of one host)";
-  const CollCall& c = calls[0];
-  switch (c.kind) {
-    case CollKind::kAllReduce:
-    case CollKind::kReduceScatter:
-    case CollKind::kAllGather:
-    case CollKind::kBroadcast:
-    case CollKind::kReduce:
-    case CollKind::kAllToAll: break;
-    default: return strprintf("%s does not run in the device executor yet", collName(c.kind));
+  // A group of collectives runs as one kernel per collective, in issue order: every rank's group holds the same
+  // collectives in the same order (NCCL's rule), so every rank takes the same path for each.
+  bool any = false;
+  for (const CollCall& c : calls) {
+    switch (c.kind) {
+      case CollKind::kAllReduce:
+      case CollKind::kReduceScatter:
+      case CollKind::kAllGather:
+      case CollKind::kBroadcast:
+      case CollKind::kReduce:
+      case CollKind::kAllToAll: break;
+      default: return strprintf("%s does not run in the device executor yet", collName(c.kind));
+    }
+    // Every op runs in the kernel: Avg and PreMulSum pre-multiply what they read from the send buffer, and an
+    // in-place call of theirs first copies its input aside (enqueueExec), so every rank takes this path whatever it
+    // passes.
+    any = any || c.count > 0;
   }
-  // Every op runs in the kernel: Avg and PreMulSum pre-multiply what they read from the send buffer, and an in-place
-  // call of theirs first copies its input aside (enqueueExec), so every rank takes this path whatever it passes.
-  if (c.count == 0) return "a call of 0 elements has nothing to run";
+  if (!any) return "a call of 0 elements has nothing to run";
   return {};
 }
 
@@ -267,19 +272,17 @@ void DeviceEngine::enqueueCaptured(std::span<const CollCall> calls, void* stream
   if (calls.size() == 1 && calls[0].count == 0 && !isP2P(calls[0].kind)) return;
   // One rank: the call is a device copy (or nothing), which a graph captures as it is.
   if (calls.size() == 1 && soloCopy(calls[0], stream)) return;
-  const size_t sends =
-      static_cast<size_t>(std::count_if(calls.begin(), calls.end(), [](const CollCall& c) { return isP2P(c.kind); }));
-  std::string why;
-  if (sends == 0) why = execRefusal(calls);
-  else if (sends != calls.size()) why = "a group that holds both collectives and send/recv is not captured yet";
-  else why = p2pRefusal();
+  std::vector<CollCall> colls, p2p;
+  for (const CollCall& c : calls) (isP2P(c.kind) ? p2p : colls).push_back(c);
+  std::string why = colls.empty() ? std::string() : execRefusal(colls);
+  if (why.empty() && !p2p.empty()) why = p2pRefusal();
   if (!why.empty())
     throw InvalidUsage(
         strprintf("rank %d: this call cannot be captured into a CUDA graph: %s. Only collectives that "
                   "run in the device executor can be captured (their state lives on the device); "
                   "run this one outside the capture",
                   me, why.c_str()));
-  if (host_.size() > 1 && sends == 0) agreeSettings();
+  if (host_.size() > 1 && !colls.empty()) agreeSettings();
   if (execState_ == ExecState::kUnset)
     throw InvalidUsage(strprintf(
         "rank %d: a communicator's first device collective sets up its device executor (memory, CUDA IPC), which a "
@@ -290,8 +293,9 @@ void DeviceEngine::enqueueCaptured(std::span<const CollCall> calls, void* stream
   int mode = 2;  // cudaStreamCaptureModeRelaxed
   check(api_.exchangeCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
   try {
-    if (sends > 0) enqueueExecP2P(calls, stream, /*captured=*/true);
-    else enqueueExec(calls[0], stream, /*captured=*/true);
+    for (const CollCall& c : colls)
+      if (c.count > 0) enqueueExec(c, stream, /*captured=*/true);
+    if (!p2p.empty()) enqueueExecP2P(p2p, stream, /*captured=*/true);
   } catch (...) {
     api_.exchangeCaptureMode(&mode);
     throw;

@@ -509,8 +509,8 @@ void graphReplay(strataComm_t comm, int replays) {
   const std::string msg = strataGetLastError(comm);
   CUDA_OK(cudaStreamEndCapture(s, &graph));
   if (r1 != strataSuccess || r2 != strataSuccess || r3 != strataSuccess || r4 != strataSuccess) {
-    std::fprintf(stderr, "rank %d: graph capture: a captured call returned %d/%d/%d/%d: %s\n", gRank, r1, r2, r3,
-                 r4, msg.c_str());
+    std::fprintf(stderr, "rank %d: graph capture: a captured call returned %d/%d/%d/%d: %s\n", gRank, r1, r2, r3, r4,
+                 msg.c_str());
     std::exit(1);
   }
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));

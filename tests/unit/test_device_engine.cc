@@ -566,8 +566,9 @@ TEST(DeviceEngine, ExecutorRunsEveryAlgorithmInAndOutOfPlace) {
 
 // CUDA graphs: executor calls captured once and replayed many times give, at every replay, what the host path gives
 // on that replay's inputs (the FIFO steps live on the device and advance with each replay; nothing per call is chosen
-// by the host). Uncaptured calls between replays keep working. The first collective cannot be captured (it sets the
-// executor up), nor can a group, send/recv, or any call while the executor is off: each refusal says why.
+// by the host). Groups are captured too (a kernel per collective, then one for the sends and receives). Uncaptured
+// calls between replays keep working. The first collective cannot be captured (it sets the executor up), nor can any
+// call while the executor is off: each refusal says why.
 TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
   Fixture f;
   ExecutorOn on;
@@ -578,7 +579,8 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
     std::vector<float> x(kAr), y(kAr), hy(kAr), avg(kAvg), havg(kAvg);
     std::vector<int32_t> rs(kRs * n), hrs(kRs * n);
     std::vector<uint16_t> agIn(kAg), ag(kAg * n), hag(kAg * n);
-    std::vector<int32_t> ring(40000);
+    std::vector<int32_t> ring(40000), small(5), smallIn(5);
+    std::vector<float> gx(513), gmax(513), gmin(513), hmax(513), hmin(513);
     auto expectRefused = [&](const char* what, auto call, const char* says) {
       f.api.beginCapture(st);
       const strataResult_t res = call();
@@ -593,26 +595,6 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
         "the first call", [&] { return strataAllReduce(x.data(), y.data(), kAr, strataFloat32, strataSum, comm, st); },
         "warm-up");
     ASSERT_EQ(strataAllReduce(x.data(), y.data(), kAr, strataFloat32, strataSum, comm, st), strataSuccess);
-    expectRefused(
-        "a group",
-        [&] {
-          strataGroupStart();
-          strataAllReduce(x.data(), y.data(), 8, strataFloat32, strataSum, comm, st);
-          strataAllReduce(x.data(), y.data(), 8, strataFloat32, strataMax, comm, st);
-          return strataGroupEnd();
-        },
-        "group");
-    expectRefused(
-        "collectives and send/recv in one group",
-        [&] {
-          strataGroupStart();
-          strataAllReduce(x.data(), y.data(), 8, strataFloat32, strataSum, comm, st);
-          strataSend(x.data(), 8, strataFloat32, (r + 1) % n, comm, st);
-          strataRecv(y.data(), 8, strataFloat32, (r + n - 1) % n, comm, st);
-          return strataGroupEnd();
-        },
-        "both collectives and send/recv");
-
     // The graph: an all-reduce (Simple, larger than a FIFO), an in-place integer PreMulSum reduce-scatter, a bf16
     // all-gather (LL), an in-place float Avg all-reduce (its input copied aside inside the graph).
     strataRedOp_t pms;
@@ -630,6 +612,13 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
     strataSend(ring.data(), ring.size(), strataInt32, (r + 1) % n, comm, st);
     strataRecv(ring.data(), ring.size(), strataInt32, (r + n - 1) % n, comm, st);
     ASSERT_EQ(strataGroupEnd(), strataSuccess) << strataGetLastError(comm);
+    // A group of two all-reduces and a send/recv pair: a kernel per collective, then one for the sends and receives.
+    strataGroupStart();
+    strataAllReduce(gx.data(), gmax.data(), gx.size(), strataFloat32, strataMax, comm, st);
+    strataAllReduce(gx.data(), gmin.data(), gx.size(), strataFloat32, strataMin, comm, st);
+    strataSend(small.data(), small.size(), strataInt32, (r + 1) % n, comm, st);
+    strataRecv(smallIn.data(), smallIn.size(), strataInt32, (r + n - 1) % n, comm, st);
+    ASSERT_EQ(strataGroupEnd(), strataSuccess) << strataGetLastError(comm);
     // A collective of 0 elements captures as nothing, and succeeds.
     ASSERT_EQ(strataAllReduce(x.data(), y.data(), 0, strataFloat32, strataSum, comm, st), strataSuccess);
     const FakeCudaApi::Graph graph = f.api.endCapture(st);
@@ -643,10 +632,20 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
       for (size_t i = 0; i < kAg; ++i) storeFromDouble(agIn.data(), i, strataBfloat16, valueOf(r, i + shift));
       for (size_t i = 0; i < kAvg; ++i) avg[i] = static_cast<float>(valueOf(r, i + 2 * shift));
       for (size_t i = 0; i < ring.size(); ++i) ring[i] = static_cast<int32_t>(r * 1000003 + replay * 31 + i);
+      for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<int32_t>(r * 100 + replay * 10 + i);
+      for (size_t i = 0; i < gx.size(); ++i) gx[i] = static_cast<float>(valueOf(r, i + 3 * shift));
       hrs = rs;
       havg = avg;
       FakeCudaApi::replay(graph);
       const int from = (r + n - 1) % n;
+      for (size_t i = 0; i < small.size(); ++i)
+        ASSERT_EQ(smallIn[i], static_cast<int32_t>(from * 100 + replay * 10 + i)) << "replay " << replay;
+      ASSERT_EQ(strataAllReduce(gx.data(), hmax.data(), gx.size(), strataFloat32, strataMax, comm, nullptr),
+                strataSuccess);
+      ASSERT_EQ(strataAllReduce(gx.data(), hmin.data(), gx.size(), strataFloat32, strataMin, comm, nullptr),
+                strataSuccess);
+      EXPECT_EQ(gmax, hmax) << "replay " << replay;
+      EXPECT_EQ(gmin, hmin) << "replay " << replay;
       for (size_t i = 0; i < ring.size(); ++i)
         ASSERT_EQ(ring[i], static_cast<int32_t>(from * 1000003 + replay * 31 + i)) << "replay " << replay << " i " << i;
       ASSERT_EQ(strataAllReduce(x.data(), hy.data(), kAr, strataFloat32, strataSum, comm, nullptr), strataSuccess);
@@ -672,8 +671,8 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
     EXPECT_EQ(strataCommGetAsyncError(comm, &async), strataSuccess);
     EXPECT_EQ(async, strataSuccess);
   });
-  // Per rank: the warm-up, then per replay the 5 captured kernels and the uncaptured one; nothing ran at capture.
-  EXPECT_EQ(f.api.executorLaunches.load(), n * (1 + 6 * 6));
+  // Per rank: the warm-up, then per replay the 8 captured kernels and the uncaptured one; nothing ran at capture.
+  EXPECT_EQ(f.api.executorLaunches.load(), n * (1 + 6 * 9));
 }
 
 TEST(DeviceEngine, CaptureNeedsTheExecutor) {
@@ -689,11 +688,12 @@ TEST(DeviceEngine, CaptureNeedsTheExecutor) {
   });
 }
 
-// Sends and receives on device buffers run in the executor's kernel once a collective has set it up, whatever
-// else their group holds: single calls, a ring, an all-to-all of mixed element sizes, nccl-tests' in-place
-// sendrecv (the send copied aside first), sends and receives to self, a collective and send/recv in one group.
-// Before the first collective they are staged (nothing else has set the executor up on every rank).
-TEST(DeviceEngine, ExecutorRunsSendRecvGroups) {
+// Groups of collectives run in the executor, a kernel per collective. Sends and receives on device buffers run
+// in the executor's kernel once a collective has set it up, whatever else their group holds: single calls, a ring, an
+// all-to-all of mixed element sizes, nccl-tests' in-place sendrecv (the send copied aside first), sends and receives to
+// self, a collective and send/recv in one group. Before the first collective they are staged (nothing else has set the
+// executor up on every rank).
+TEST(DeviceEngine, ExecutorRunsGroupsAndSendRecv) {
   Fixture f;
   ExecutorOn on;
   constexpr int n = 4;
@@ -772,6 +772,19 @@ TEST(DeviceEngine, ExecutorRunsSendRecvGroups) {
       ASSERT_EQ(strataGroupEnd(), strataSuccess) << strataGetLastError(comm);
       for (size_t i = 0; i < buf.size(); ++i) ASSERT_EQ(buf[i], static_cast<float>(value(prev, 5, i))) << i;
     }
+    // A group of collectives: one kernel each, in issue order.
+    {
+      std::vector<float> in(3 * n + 1), rs(3), ag(3 * n), hrs(3), hag(3 * n);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(valueOf(r, i));
+      strataGroupStart();
+      strataReduceScatter(in.data(), rs.data(), 3, strataFloat32, strataSum, comm, st);
+      strataAllGather(in.data(), ag.data(), 3, strataFloat32, comm, st);
+      ASSERT_EQ(strataGroupEnd(), strataSuccess) << strataGetLastError(comm);
+      ASSERT_EQ(strataReduceScatter(in.data(), hrs.data(), 3, strataFloat32, strataSum, comm, nullptr), strataSuccess);
+      ASSERT_EQ(strataAllGather(in.data(), hag.data(), 3, strataFloat32, comm, nullptr), strataSuccess);
+      EXPECT_EQ(rs, hrs);
+      EXPECT_EQ(ag, hag);
+    }
     // A collective and send/recv in one group: the collective first, then the sends and receives.
     {
       std::vector<float> ax(5000), ay(5000), hy(5000);
@@ -793,9 +806,10 @@ TEST(DeviceEngine, ExecutorRunsSendRecvGroups) {
     EXPECT_EQ(async, strataSuccess);
   });
   // Nothing ran in the kernel before the first collective; then per rank: the all-reduce, two rings, the single
-  // call (ranks 0 and 1), the all-to-all, the in-place exchange, the group's all-reduce and its send/recv.
+  // call (ranks 0 and 1), the all-to-all, the in-place exchange, the group of two collectives, the group's
+  // all-reduce and its send/recv.
   EXPECT_EQ(before.load(), 0);
-  EXPECT_EQ(f.api.executorLaunches.load(), n * 7 + 2);
+  EXPECT_EQ(f.api.executorLaunches.load(), n * 9 + 2);
 }
 
 // A receive that expects other bytes than its message has fails the call on the receiving rank, naming the peer and
