@@ -11,6 +11,7 @@
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/tsan.h"
 
 namespace strata {
 
@@ -65,8 +66,18 @@ void DeviceEngine::quiesce() {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   if (directState_ == DirectState::kOn || execState_ == ExecState::kOn) {
-    // Every rank's GPU is past its last read (and write) of our buffers once every rank got here.
+    // Every rank's GPU is past its last read (and write) of our buffers once every rank got here. ThreadSanitizer
+    // (thread ranks over the fake CudaApi, where a mapping has its owner's address) does not follow the barrier's
+    // sockets: each rank releases on the peers' buffers it mapped before it, and acquires on its own after it.
+    const int me = host_.rank();
+    auto key = [](const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
+    for (size_t r = 0; r < execPeerMem_.size(); ++r)
+      if (static_cast<int>(r) != me && execPeerMem_[r]) tsanRelease(key(execPeerMem_[r]));
+    for (size_t r = 0; r < peerBase_.size(); ++r)
+      if (static_cast<int>(r) != me && peerBase_[r]) tsanRelease(key(peerBase_[r]));
     host_.barrier();
+    if (execMem_) tsanAcquire(key(execMem_));
+    if (ipcBase_) tsanAcquire(key(ipcBase_));
   }
   quiesced_ = true;
 }
@@ -75,7 +86,7 @@ DeviceEngine::~DeviceEngine() {
   // The GPU may still be copying out of a slot or reading a peer's flags: wait for it, within the deadline,
   // and leak what it still holds rather than free memory in use. After strataCommAbort the wait is short: a
   // stream stuck on a peer that will never arrive must not hold the abort for the whole deadline.
-  if (!chainEvent_ && slots_.empty() && !ipcBase_ && !execMem_ && !execCtlHost_) return;
+  if (!chainEvent_ && slots_.empty() && !ipcBase_ && !execMem_ && !execCtlHost_ && !outStream_) return;
   DeviceGuard guard(api_, device_);
   const int64_t waitMs =
       host_.failure().aborted() ? std::min<int64_t>(host_.config().timeoutMs, 1000) : host_.config().timeoutMs;
@@ -101,9 +112,11 @@ DeviceEngine::~DeviceEngine() {
   }
   for (auto& s : slots_) {
     api_.eventDestroy(s->done);
+    api_.eventDestroy(s->outDone);
     api_.hostFree(s->host);
     api_.hostFree(s->flagHost);
   }
+  if (outStream_) api_.streamDestroy(outStream_);
   for (size_t r = 0; r < peerBase_.size(); ++r)
     if (static_cast<int>(r) != host_.rank() && peerBase_[r]) api_.ipcCloseMemHandle(peerBase_[r]);
   if (ipcBase_) {

@@ -58,7 +58,8 @@ class DeviceEngine {
     uint32_t* flag = nullptr;  // host address of the flag the stream waits on
     void* flagDev = nullptr;   // its device address
     void* flagHost = nullptr;  // the allocation holding the flag
-    void* done = nullptr;      // event after the slot's last copy back
+    void* done = nullptr;      // event after the slot's last copy back (on the caller's stream)
+    void* outDone = nullptr;   // event after the slot's copies back on the engine's copy-out stream
     uint32_t epoch = 0;        // uses so far; the stream waits for flag >= epoch
     // Set by the stream (host function) once the inputs are in host memory; read by the worker.
     std::mutex mutex;
@@ -147,6 +148,10 @@ class DeviceEngine {
 
   // Staged path: pinned host slots, reused once the GPU has copied their results out.
   std::deque<std::unique_ptr<Slot>> slots_;
+  // The staged path's copies back to the device run on a stream of the engine's own (on device_), so that while
+  // the caller's stream copies part i + 1 in, this one copies part i out: the two directions overlap on the copy
+  // engines. The caller's stream waits for it (an event) before its later work.
+  void* outStream_ = nullptr;
 
   // Settings agreement (agreeSettings), at the first device call holding a collective.
   bool settingsAgreed_ = false;

@@ -56,6 +56,7 @@ DeviceEngine::Slot& DeviceEngine::freeSlot(size_t bytes) {
   s->flag = static_cast<uint32_t*>(s->flagHost);
   __atomic_store_n(s->flag, 0u, __ATOMIC_RELEASE);
   check(api_.eventCreate(&s->done), "cudaEventCreate");
+  check(api_.eventCreate(&s->outDone), "cudaEventCreate");
   slots_.push_back(std::move(s));
   return *slots_.back();
 }
@@ -216,24 +217,32 @@ void DeviceEngine::enqueueStaged(std::span<const CollCall> calls, void* stream) 
       throw;
     }
   }
-  // GPU side: every part's inputs to the host, each followed by a signal to the worker; then per part, wait for
-  // its flag and copy its outputs back.
+  // GPU side: on the caller's stream, every part's inputs to the host, each followed by a signal to the worker; on
+  // the engine's copy-out stream, per part, a wait for its flag and its outputs back, so that part i goes out while
+  // part i + 1 comes in. The copy-out stream needs no wait for the caller's: a part's flag is raised only after its
+  // inputs arrived, so after the caller's stream reached this call. A part's outputs never overlap a later part's
+  // inputs (the parts of a chunked all-reduce are disjoint; a group is one part). Then the caller's stream waits for
+  // the copy-out stream, so later work on it sees the results.
   try {
+    if (!outStream_) check(api_.streamCreate(&outStream_), "cudaStreamCreate (staging copy-out stream)");
     for (const Part& part : parts) {
       for (const Span& x : part.in)
         check(api_.memcpyAsync(x.host, x.dev, x.bytes, stream), "cudaMemcpyAsync (device to staging)");
       check(api_.launchHostFunc(stream, &Slot::inputsArrived, &slot), "cudaLaunchHostFunc");
     }
     for (uint32_t i = 0; i < nparts; ++i) {
-      check(api_.streamWaitValue(stream, slot.flagDev, epochBase + i + 1), "stream flag wait");
+      check(api_.streamWaitValue(outStream_, slot.flagDev, epochBase + i + 1), "stream flag wait");
       for (const Span& x : parts[i].out)
-        check(api_.memcpyAsync(const_cast<char*>(x.dev), x.host, x.bytes, stream),
+        check(api_.memcpyAsync(const_cast<char*>(x.dev), x.host, x.bytes, outStream_),
               "cudaMemcpyAsync (staging to device)");
     }
+    check(api_.eventRecord(slot.outDone, outStream_), "cudaEventRecord (staging copy-out stream)");
+    check(api_.streamWaitEvent(stream, slot.outDone), "cudaStreamWaitEvent (staging copy-out stream)");
     check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
   } catch (...) {
-    // The slot is not free until whatever was enqueued of this use has run: mark its end (best effort; the
-    // worker raises the flags, so the stream does not stay waiting).
+    // The slot is not free until whatever was enqueued of this use has run, on both streams: mark its end (best
+    // effort; the worker raises the flags, so neither stream stays waiting).
+    if (outStream_ && api_.eventRecord(slot.outDone, outStream_) == 0) api_.streamWaitEvent(stream, slot.outDone);
     api_.eventRecord(slot.done, stream);
     // The worker must not wait for inputs that will never come.
     {

@@ -116,12 +116,17 @@ class FakeCudaApi final : public CudaApi {
     return 0;
   }
   int eventRecord(void* e, void* s) override {
+    note('r', s, e);
     return *static_cast<int*>(e) == deviceOf(s) ? 0 : 400;  // cudaErrorInvalidResourceHandle
   }
-  int streamWaitEvent(void*, void*) override { return 0; }
+  int streamWaitEvent(void* s, void* e) override {
+    note('e', s, e);
+    return 0;
+  }
   int eventQuery(void*) override { return stuck ? 600 : 0; }  // stuck: the GPU never finishes
   int memcpyAsync(void* d, const void* s, size_t n, void* st) override {
     if (captured(st, [=, this] { memcpyAsync(d, s, n, nullptr); })) return 0;
+    note('c', st, d, s);
     ++copies;
     std::memmove(d, s, n);
     return 0;
@@ -168,7 +173,8 @@ class FakeCudaApi final : public CudaApi {
     return 0;
   }
   int ipcCloseMemHandle(void*) override { return 0; }
-  int streamWaitValue(void*, void* addr, uint32_t value) override {
+  int streamWaitValue(void* st, void* addr, uint32_t value) override {
+    note('w', st, addr);
     auto* w = static_cast<std::atomic<uint32_t>*>(addr);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (static_cast<int32_t>(w->load(std::memory_order_acquire) - value) < 0) {
@@ -216,6 +222,22 @@ class FakeCudaApi final : public CudaApi {
     return 0;
   }
 
+  // The log of stream operations while `logging`: copies ('c': dst, src), flag waits ('w'), event records ('r') and
+  // waits ('e'), each with its stream, in the order they were enqueued.
+  struct StreamOp {
+    char op;
+    void* stream;
+    const void* a;
+    const void* b;
+  };
+  void note(char op, void* st, const void* a, const void* b = nullptr) {
+    if (!logging) return;
+    std::lock_guard<std::mutex> lk(logMu);
+    opLog.push_back(StreamOp{op, st, a, b});
+  }
+  std::atomic<bool> logging{false};
+  std::mutex logMu;
+  std::vector<StreamOp> opLog;
   std::atomic<int> copies{0}, reduces{0}, maxSources{0}, ipcOpens{0}, executorLaunches{0}, maxLanes{0};
   uint32_t execThreads = 2;
   std::atomic<bool> failIpcOpen{false};
@@ -920,6 +942,65 @@ TEST(DeviceEngine, StagedAllReduceInChunks) {
   EXPECT_EQ(f.api.reduces.load(), 0);
   // 70001 floats in 4 KiB chunks: 69 chunks in and 69 out per rank and call, not one copy each way.
   EXPECT_GT(f.api.copies.load() - copiesBefore, 3 * 2 * 2 * 69);
+}
+
+// A staged all-reduce in chunks copies its inputs in on the caller's stream and its results out on the engine's own
+// stream, each chunk after its flag, so the two directions overlap on the copy engines (on a GPU; the fake runs each
+// operation at once); the caller's stream then waits for an event recorded after the last copy out, so later work on
+// it sees the results.
+TEST(DeviceEngine, StagedCopiesInAndOutOnTwoStreams) {
+  Fixture f;
+  setenv("STRATA_GPU_STAGE_CHUNK_BYTES", "4096", 1);
+  setenv("STRATA_GPU_DIRECT_BYTES", "0", 1);
+  constexpr int n = 2;
+  constexpr size_t kCount = 10000;  // 40000 bytes: 10 chunks
+  std::vector<std::vector<float>> in(n, std::vector<float>(kCount)), out(n, std::vector<float>(kCount));
+  f.api.logging = true;
+  onRanks(n, [&](int r, strataComm_t comm) {
+    for (size_t i = 0; i < kCount; ++i) in[r][i] = static_cast<float>(valueOf(r, i));
+    ASSERT_EQ(strataAllReduce(in[r].data(), out[r].data(), kCount, strataFloat32, strataSum, comm, stream(r)),
+              strataSuccess);
+  });
+  f.api.logging = false;
+  unsetenv("STRATA_GPU_STAGE_CHUNK_BYTES");
+  unsetenv("STRATA_GPU_DIRECT_BYTES");
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(out[r][i], static_cast<float>(valueOf(0, i) + valueOf(1, i)));
+    auto inside = [](const void* p, const std::vector<float>& v) {
+      return p >= static_cast<const void*>(v.data()) && p < static_cast<const void*>(v.data() + v.size());
+    };
+    int ins = 0, outs = 0;
+    void* outStream = nullptr;
+    size_t lastOut = 0;
+    for (size_t k = 0; k < f.api.opLog.size(); ++k) {
+      const auto& o = f.api.opLog[k];
+      if (o.op != 'c') continue;
+      if (inside(o.b, in[r])) {
+        ++ins;
+        EXPECT_EQ(o.stream, stream(r)) << "rank " << r << ": an input copied on another stream";
+      }
+      if (inside(o.a, out[r])) {
+        ++outs;
+        EXPECT_NE(o.stream, stream(r)) << "rank " << r << ": a result copied back on the caller's stream";
+        if (outStream) {
+          EXPECT_EQ(o.stream, outStream);
+        }
+        outStream = o.stream;
+        lastOut = k;
+      }
+    }
+    EXPECT_EQ(ins, 10) << "rank " << r;
+    EXPECT_EQ(outs, 10) << "rank " << r;
+    // After the last copy out: an event recorded on that stream, which the caller's stream then waits for.
+    const void* event = nullptr;
+    bool waited = false;
+    for (size_t k = lastOut + 1; k < f.api.opLog.size(); ++k) {
+      const auto& o = f.api.opLog[k];
+      if (!event && o.op == 'r' && o.stream == outStream) event = o.a;
+      if (event && o.op == 'e' && o.stream == stream(r) && o.a == event) waited = true;
+    }
+    EXPECT_TRUE(waited) << "rank " << r << ": the caller's stream does not wait for the copies out";
+  }
 }
 
 // Ranks with a Config each (strataCommInitRank reads the one environment of this process), called through the
