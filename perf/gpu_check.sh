@@ -355,6 +355,12 @@ within 1.5x of NCCL's 1-rank call)" \
   step perf_exec_small_n8 45 gpuN "" "the same, 8 ranks" \
     "env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 40 -- $P -b 8 -e 64K -f 8 -n 100 -w 10 -d float -T 35 \
 --json $o/perf_exec_small_n8.json"
+  # Send/recv in the executor (one kernel per group) against the same sweep staged, in one step.
+  local S="$b/strata-perf sendrecv --device"
+  step perf_exec_sendrecv_n2 50 gpuN "" "send/recv, 2 ranks, 8 B - 64 MiB: the executor, then staged (the baseline)" \
+    "env STRATA_GPU_EXECUTOR=1 $R -n 2 --timeout 22 -- $S -b 8 -e 64M -f 8 -n 20 -w 5 -T 20 \
+--json $o/perf_exec_sendrecv_n2.json && $R -n 2 --timeout 22 -- $S -b 8 -e 64M -f 8 -n 20 -w 5 -T 20 \
+--json $o/perf_staged_sendrecv_n2.json"
   step perf_large_n8 50 gpuN "" "8 ranks sharing the GPU: all-reduce 256 KiB - 256 MiB, bf16, 4 MiB rounds" \
     "$R -n 8 --timeout 45 -- $P -b 256K -e 256M -f 4 -n 5 -w 1 -d bfloat16 -T 40 --json $o/perf_large_n8.json"
   step perf_large_n8_round64M 50 gpuN "" "the same with 64 MiB rounds: what the per-round synchronisation costs" \

@@ -137,6 +137,17 @@ int runPerf(const Options& opt) {
     return kExitUsage;
   }
   const PerfBuffers buffers(opt.maxBytes, opt.device, rank);
+  if (opt.device && comm.nranks() > 1 && opt.maxBytes >= sizeof(float)) {
+    // One device all-reduce of one element first, as a training job's first step: it sets up what a communicator's
+    // first device collective sets up (CUDA IPC, the device executor), which send/recv alone cannot, so a sendrecv
+    // sweep measures the path it will have in a job.
+    comm.setStep("the set-up all-reduce on device buffers");
+    comm.check(strataAllReduce(buffers.callSend(), buffers.callRecv(), 1, strataFloat32, strataSum, comm.get(),
+                               buffers.stream()),
+               "strataAllReduce");
+    comm.orExit([&] { buffers.syncStream(); });
+    comm.setStep("");
+  }
   std::vector<std::unique_ptr<Baseline>> baselines = startBaselines(opt, comm);
   const RunInfo info = describeRun(opt, comm, baselines);
   if (rank == 0) {
