@@ -157,37 +157,53 @@ struct OpRunner {
   // An element read from a buffer: the send buffer's elements pre-multiplied where the op asks for it.
   STRATA_HD_INLINE S readSrc(const DevOp& o, uint64_t i) const {
     const S v = buf(o.srcBuf, o.srcOff)[i];
-    if (o.srcBuf == kBufSend && (a.preMul != 1.0 || a.preMulInt != 1)) return preScale<E>(v, a);
+    if (scaled(o)) return preScale<E>(v, a);
     return v;
   }
   STRATA_HD_INLINE S reduce(S msg, S src) const { return E::narrow(combine<K>(E::widen(msg), E::widen(src))); }
 
-  // The element an op produces from its message element m (if it receives) at index i: what goes to dst and
-  // to the outgoing message.
+  // The element an op produces from its message element m (if it receives) and its source element s (if it reads
+  // one, pre-multiplied): what goes to dst and to the outgoing message.
   struct Out {
     S dst, msg;
   };
-  STRATA_HD_INLINE Out produce(const DevOp& o, S m, uint64_t i) const {
-    switch (static_cast<OpKind>(o.kind)) {
-      case OpKind::kSend: return {S{}, readSrc(o, i)};
+  static STRATA_HD_INLINE Out produceWith(OpKind kind, S m, S s, const OpRunner& r) {
+    switch (kind) {
+      case OpKind::kSend: return {S{}, s};
       case OpKind::kRecv: return {m, S{}};
       case OpKind::kRecvReduce: {
-        const S r = reduce(m, readSrc(o, i));
-        return {r, S{}};
+        const S v = r.reduce(m, s);
+        return {v, S{}};
       }
-      case OpKind::kRecvReduceSend: return {S{}, reduce(m, readSrc(o, i))};
+      case OpKind::kRecvReduceSend: return {S{}, r.reduce(m, s)};
       case OpKind::kRecvReduceCopySend: {
-        const S r = reduce(m, readSrc(o, i));
-        return {r, r};
-      }
-      case OpKind::kRecvCopySend: return {m, m};
-      case OpKind::kCopySend: {
-        const S v = readSrc(o, i);
+        const S v = r.reduce(m, s);
         return {v, v};
       }
+      case OpKind::kRecvCopySend: return {m, m};
+      case OpKind::kCopySend: return {s, s};
       default: return {S{}, S{}};
     }
   }
+  static STRATA_HD_INLINE bool readsSrc(OpKind k) {
+    return k == OpKind::kSend || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceSend ||
+           k == OpKind::kRecvReduceCopySend || k == OpKind::kCopySend;
+  }
+  STRATA_HD_INLINE Out produce(const DevOp& o, S m, uint64_t i) const {
+    const OpKind kind = static_cast<OpKind>(o.kind);
+    return produceWith(kind, m, readsSrc(kind) ? readSrc(o, i) : S{}, *this);
+  }
+  STRATA_HD_INLINE bool scaled(const DevOp& o) const {
+    return o.srcBuf == kBufSend && a.bufTable == nullptr && (a.preMul != 1.0 || a.preMulInt != 1);
+  }
+
+  // 16 bytes of elements: a Simple piece moves in these where every pointer it touches is 16-byte aligned (the
+  // slots always are), one vector load or store per pointer per 16 bytes (ld/st.v4 on the GPU).
+  static constexpr uint64_t kVec = 16 / sizeof(S);
+  struct alignas(16) Vec {
+    S e[kVec];
+  };
+  static STRATA_HD_INLINE bool aligned16(const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; }
 
   static STRATA_HD_INLINE bool writesDst(OpKind k) {
     return k == OpKind::kRecv || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceCopySend ||
@@ -199,8 +215,7 @@ struct OpRunner {
     S* dst = buf(o.dstBuf, o.dstOff);
     if (static_cast<OpKind>(o.kind) == OpKind::kCopy) {
       const S* src = buf(o.srcBuf, o.srcOff);
-      const bool scaled = o.srcBuf == kBufSend && (a.preMul != 1.0 || a.preMulInt != 1);
-      if (src == dst && !scaled) return kFailNone;
+      if (src == dst && !scaled(o)) return kFailNone;
       for (uint64_t i = p.tid(); i < o.count; i += p.nthreads()) dst[i] = readSrc(o, i);
     } else {  // kReduceLocal
       for (uint64_t i = p.tid(); i < o.count; i += p.nthreads()) dst[i] = reduce(dst[i], readSrc(o, i));
@@ -237,7 +252,24 @@ struct OpRunner {
       if (p.broadcast(failed) != kFailNone) return kFailAborted;
       const S* in = recvs ? reinterpret_cast<const S*>(simpleSlot(rmem, a.cfg, rstep)) : nullptr;
       S* out = sends ? reinterpret_cast<S*>(simpleSlot(smem, a.cfg, sstep)) : nullptr;
-      for (uint64_t i = p.tid(); i < n; i += p.nthreads()) {
+      const S* src = readsSrc(kind) ? buf(o.srcBuf, o.srcOff) + base : nullptr;
+      S* d = dst ? dst + base : nullptr;
+      const bool scale = src != nullptr && scaled(o);
+      // 16-byte moves for the aligned body, then element by element for the rest.
+      const uint64_t nv = aligned16(in) && aligned16(out) && aligned16(src) && aligned16(d) ? n / kVec : 0;
+      for (uint64_t v = p.tid(); v < nv; v += p.nthreads()) {
+        Vec mi{}, si{}, di, mo;
+        if (in) mi = reinterpret_cast<const Vec*>(in)[v];
+        if (src) si = reinterpret_cast<const Vec*>(src)[v];
+        for (uint64_t e = 0; e < kVec; ++e) {
+          const Out r = produceWith(kind, mi.e[e], scale ? preScale<E>(si.e[e], a) : si.e[e], *this);
+          di.e[e] = r.dst;
+          mo.e[e] = r.msg;
+        }
+        if (d) reinterpret_cast<Vec*>(d)[v] = di;
+        if (out) reinterpret_cast<Vec*>(out)[v] = mo;
+      }
+      for (uint64_t i = nv * kVec + p.tid(); i < n; i += p.nthreads()) {
         const Out r = produce(o, in ? in[i] : S{}, base + i);
         if (dst) dst[base + i] = r.dst;
         if (out) out[i] = r.msg;
