@@ -863,6 +863,30 @@ TEST(DeviceEngine, ExecutorSendRecvOfOtherSizesFails) {
   });
 }
 
+// A group whose sends and receives the executor would refuse (a send to self without its receive) is refused
+// before anything of it is enqueued: its collective does not run either, and the communicator goes on.
+TEST(DeviceEngine, ExecutorRefusesABadGroupBeforeEnqueueing) {
+  Fixture f;
+  ExecutorOn on;
+  onRanks(2, [&](int r, strataComm_t comm) {
+    void* st = stream(r);
+    std::vector<float> x(64, 1.0f), y(64);
+    ASSERT_EQ(strataAllReduce(x.data(), y.data(), x.size(), strataFloat32, strataSum, comm, st), strataSuccess);
+    const int before = f.api.executorLaunches.load();
+    strataGroupStart();
+    strataAllReduce(x.data(), y.data(), x.size(), strataFloat32, strataSum, comm, st);
+    strataSend(x.data(), 4, strataFloat32, r, comm, st);
+    EXPECT_EQ(strataGroupEnd(), strataInvalidUsage);
+    const std::string msg = strataGetLastError(nullptr);
+    EXPECT_NE(msg.find("send(s) to self but 0 recv(s) from self"), std::string::npos) << msg;
+    EXPECT_EQ(f.api.executorLaunches.load(), before);
+    std::fill(y.begin(), y.end(), 0.0f);
+    ASSERT_EQ(strataAllReduce(x.data(), y.data(), x.size(), strataFloat32, strataSum, comm, st), strataSuccess)
+        << strataGetLastError(comm);
+    EXPECT_EQ(y[5], 2.0f);
+  });
+}
+
 // A collective whose peer never comes: strataCommAbort from another thread raises the rank's abort word (the
 // communicator's failure state holds it), and the kernel leaves its waits within 2 s; with no abort, the kernel's own
 // deadline (STRATA_TIMEOUT_MS, on the device's clock) ends it and the timeout becomes the asynchronous error.
