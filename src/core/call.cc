@@ -40,6 +40,17 @@ std::string describeStamp(const MsgStamp& stamp) {
   return out + ")";
 }
 
+bool sendOverlapsARecv(const CollCall& send, std::span<const CollCall> group) {
+  const char* a = static_cast<const char*>(send.sendbuff);
+  const size_t an = send.count * dtypeSize(send.dtype);
+  for (const CollCall& r : group) {
+    if (r.kind != CollKind::kRecv || r.count == 0) continue;
+    const char* b = static_cast<const char*>(r.recvbuff);
+    if (a < b + r.count * dtypeSize(r.dtype) && b < a + an) return true;
+  }
+  return false;
+}
+
 size_t callBytes(const CollCall& c, int nranks) {
   const size_t bytes = c.count * dtypeSize(c.dtype);
   const bool perRank =

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "collectives/coll_args.h"
@@ -141,5 +142,9 @@ std::string describeStamp(const MsgStamp& stamp);
 
 /// nccl-tests' "size" of the call: the all-reduce buffer, the reduce-scatter input, the all-gather output.
 size_t callBytes(const CollCall& c, int nranks);
+
+/// Whether the memory a send of a group reads is written by a receive of the same group (nccl-tests' in-place
+/// sendrecv): such a send must go from a copy taken before anything is received.
+bool sendOverlapsARecv(const CollCall& send, std::span<const CollCall> group);
 
 }  // namespace strata

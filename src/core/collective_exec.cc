@@ -130,18 +130,6 @@ void CollectiveExecutor::runP2P(std::span<const CollCall> calls) {
   for (const CollCall& c : calls)
     if (dtypeSize(c.dtype) != dtypeSize(dtype)) dtype = strataUint8;
   const size_t esize = dtypeSize(dtype);
-  // A send whose memory a receive of the same group overwrites (nccl-tests' in-place sendrecv) would race with
-  // it: such sends go from a private copy taken before anything is received.
-  auto overlapsARecv = [&](const CollCall& s) {
-    const char* a = static_cast<const char*>(s.sendbuff);
-    const size_t an = s.count * dtypeSize(s.dtype);
-    for (const CollCall& r : calls) {
-      if (r.kind != CollKind::kRecv || r.count == 0) continue;
-      const char* b = static_cast<const char*>(r.recvbuff);
-      if (a < b + r.count * dtypeSize(r.dtype) && b < a + an) return true;
-    }
-    return false;
-  };
   std::vector<P2PCall> members;
   std::vector<void*> buffers;  // kBuffersPerColl per call, as p2pGroupPlan lays them out
   std::vector<std::vector<char>> staged;
@@ -158,7 +146,9 @@ void CollectiveExecutor::runP2P(std::span<const CollCall> calls) {
     else expectStamps[k] = p2pStamp(++recvsFrom_[static_cast<size_t>(c.peer)], bytes);
     members.push_back(P2PCall{send, c.peer, c.count * dtypeSize(c.dtype) / esize});
     void* sendbuff = const_cast<void*>(c.sendbuff);
-    if (send && c.count > 0 && overlapsARecv(c)) {
+    // A send whose memory a receive of the same group overwrites would race with it: it goes from a private copy
+    // taken before anything is received.
+    if (send && c.count > 0 && sendOverlapsARecv(c, calls)) {
       const char* src = static_cast<const char*>(c.sendbuff);
       staged.emplace_back(src, src + c.count * dtypeSize(c.dtype));
       sendbuff = staged.back().data();

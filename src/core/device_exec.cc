@@ -455,18 +455,6 @@ void DeviceEngine::enqueueExecP2P(std::span<const CollCall> calls, void* stream,
     fit(c.count * dtypeSize(c.dtype));
     fit(reinterpret_cast<uintptr_t>(c.kind == CollKind::kSend ? c.sendbuff : c.recvbuff));
   }
-  // A send whose memory a receive of the same group writes (nccl-tests' in-place sendrecv) would race with it in the
-  // kernel: such sends go from a device copy taken first, on the stream, as the host path copies them aside.
-  auto overlapsARecv = [&](const CollCall& s) {
-    const char* a = static_cast<const char*>(s.sendbuff);
-    const size_t an = s.count * dtypeSize(s.dtype);
-    for (const CollCall& r : calls) {
-      if (r.kind != CollKind::kRecv || r.count == 0) continue;
-      const char* b = static_cast<const char*>(r.recvbuff);
-      if (a < b + r.count * dtypeSize(r.dtype) && b < a + an) return true;
-    }
-    return false;
-  };
   std::vector<DevP2PCall> members;
   std::vector<size_t> aside(calls.size(), SIZE_MAX);  // offset in execInput_ of a send copied aside
   size_t asideBytes = 0;
@@ -475,7 +463,9 @@ void DeviceEngine::enqueueExecP2P(std::span<const CollCall> calls, void* stream,
     const bool send = c.kind == CollKind::kSend;
     const uint64_t bytes = c.count * dtypeSize(c.dtype);
     members.push_back(DevP2PCall{send, c.peer, bytes});
-    if (send && bytes > 0 && overlapsARecv(c)) {
+    // A send whose memory a receive of the same group writes would race with it in the kernel: it goes from a device
+    // copy taken first, on the stream, as the host path copies it aside.
+    if (send && bytes > 0 && sendOverlapsARecv(c, calls)) {
       aside[i] = asideBytes;
       asideBytes += align16(bytes);
     }

@@ -40,6 +40,16 @@ struct RankCalls {
   std::vector<size_t> msg;  // the message of each call
 };
 
+// The calls in `order` (indices into rc).
+RankCalls reordered(const RankCalls& rc, const std::vector<size_t>& order) {
+  RankCalls out;
+  for (size_t i : order) {
+    out.calls.push_back(rc.calls[i]);
+    out.msg.push_back(rc.msg[i]);
+  }
+  return out;
+}
+
 // adversarial: each rank issues its sends farthest peer first and its receives nearest peer first (one message per
 // connection), the order in which lanes that kept issue order would wait in a cycle.
 std::vector<RankCalls> callsOf(int n, const std::vector<Msg>& msgs, std::mt19937_64& rng, bool adversarial = false) {
@@ -61,12 +71,7 @@ std::vector<RankCalls> callsOf(int n, const std::vector<Msg>& msgs, std::mt19937
         return c.send ? -((c.peer - r + n) % n) : (r - c.peer + n) % n;
       };
       std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
-      RankCalls sorted;
-      for (size_t i : order) {
-        sorted.calls.push_back(rc.calls[i]);
-        sorted.msg.push_back(rc.msg[i]);
-      }
-      rc = std::move(sorted);
+      rc = reordered(rc, order);
     }
     return out;
   }
@@ -88,12 +93,7 @@ std::vector<RankCalls> callsOf(int n, const std::vector<Msg>& msgs, std::mt19937
       std::sort(mem.begin(), mem.end());
       for (size_t k = 0; k < pos.size(); ++k) placed[pos[k]] = mem[k];
     }
-    RankCalls shuffled;
-    for (size_t i : placed) {
-      shuffled.calls.push_back(rc.calls[i]);
-      shuffled.msg.push_back(rc.msg[i]);
-    }
-    rc = std::move(shuffled);
+    rc = reordered(rc, placed);
   }
   return out;
 }
