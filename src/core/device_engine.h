@@ -101,6 +101,7 @@ class DeviceEngine {
     strataDataType_t dtype = strataUint8;
     EffectiveOp eff;
     size_t recvElems = 0;
+    const devproto::DevOp* devOps = nullptr;  // the plan's ops in device memory; null: copied into the slot
   };
   /// Fills a slot with the plan's lanes and launches the kernel and its host function on `stream`.
   void launchExec(const DevPlan& dp, const ExecLaunch& l, const std::string& what, void* stream, bool captured);
@@ -189,6 +190,7 @@ class DeviceEngine {
   struct ExecPlanEntry {
     Plan plan;
     DevPlan dev;
+    void* devOps = nullptr;  // dev.ops in device memory, after the plan's first uncaptured call
   };
   std::vector<std::pair<std::vector<uint64_t>, std::unique_ptr<ExecPlanEntry>>> execPlans_;  // key -> plan
   uint64_t execCalls_ = 0;

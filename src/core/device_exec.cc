@@ -334,7 +334,11 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
   for (auto& [k, v] : execPlans_)
     if (k == key) entry = v.get();
   if (!entry) {
-    if (execPlans_.size() > 64) execPlans_.erase(execPlans_.begin());
+    if (execPlans_.size() > 64) {
+      // A kernel in flight (or a captured graph) may still read the evicted plan's ops: they are freed at destroy.
+      if (execPlans_.front().second->devOps) execRetired_.push_back(execPlans_.front().second->devOps);
+      execPlans_.erase(execPlans_.begin());
+    }
     auto fresh = std::make_unique<ExecPlanEntry>();
     CollArgs args;
     args.kind = c.kind;
@@ -361,6 +365,14 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
     return r;
   }();
   growExecBuffer(&execScratch_, &execScratchBytes_, entry->dev.scratchElems * esize);
+  // The plan's ops go to device memory once, by a copy on the stream ahead of the plan's first kernel: every thread of
+  // a lane reads each op, and from mapped host memory each read would cross PCIe. While capturing, a copy would
+  // become a graph node reading host memory the cache may free, so a plan first seen then reads its ops from the slot.
+  if (!entry->devOps && !entry->dev.ops.empty() && !captured) {
+    const size_t opsBytes = sizeof(devproto::DevOp) * entry->dev.ops.size();
+    check(api_.deviceMalloc(&entry->devOps, opsBytes), "cudaMalloc (executor plan ops)");
+    check(api_.memcpyAsync(entry->devOps, entry->dev.ops.data(), opsBytes, stream), "cudaMemcpyAsync (plan ops)");
+  }
   ExecLaunch l;
   l.bufs[kBufSend] = const_cast<void*>(input);
   l.bufs[kBufRecv] = c.recvbuff;
@@ -368,6 +380,7 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
   l.dtype = c.dtype;
   l.eff = eff;
   l.recvElems = recvElems;
+  l.devOps = static_cast<const devproto::DevOp*>(entry->devOps);
   launchExec(entry->dev, l, strprintf("%s of %zu elements", collName(c.kind), c.count), stream, captured);
 }
 
@@ -379,7 +392,7 @@ void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std:
   const size_t lanesBytes = align16(sizeof(devproto::LaneArgs) * static_cast<size_t>(lanes));
   const size_t un = static_cast<size_t>(n), uch = static_cast<size_t>(execChannels_);
   const size_t tableBytes = align16(sizeof(void*) * un * uch);
-  const size_t opsBytes = align16(sizeof(devproto::DevOp) * dp.ops.size());
+  const size_t opsBytes = l.devOps ? 0 : align16(sizeof(devproto::DevOp) * dp.ops.size());
   const size_t bufTableBytes = sizeof(void*) * l.bufTable.size();
   const size_t offRecv = kSlotLanes + lanesBytes, offSend = offRecv + tableBytes, offOps = offSend + tableBytes;
   const size_t offBufs = offOps + opsBytes;
@@ -395,13 +408,14 @@ void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std:
       sendMem[ch * un + p] = execPeerMem_[p] + (ch * un + static_cast<size_t>(me)) * execConnBytes_;
     }
   }
-  if (!dp.ops.empty()) std::memcpy(h + offOps, dp.ops.data(), sizeof(devproto::DevOp) * dp.ops.size());
+  if (!dp.ops.empty() && !l.devOps) std::memcpy(h + offOps, dp.ops.data(), sizeof(devproto::DevOp) * dp.ops.size());
+  const auto* ops = l.devOps ? l.devOps : reinterpret_cast<const devproto::DevOp*>(d + offOps);
   if (bufTableBytes) std::memcpy(h + offBufs, l.bufTable.data(), bufTableBytes);
   char* local = static_cast<char*>(execLocal_);
   for (int lane = 0; lane < lanes; ++lane) {
     devproto::LaneArgs a{};
     const size_t ul = static_cast<size_t>(lane);
-    a.ops = reinterpret_cast<const devproto::DevOp*>(d + offOps) + dp.laneBegin[ul];
+    a.ops = ops + dp.laneBegin[ul];
     a.nops = dp.laneBegin[ul + 1] - dp.laneBegin[ul];
     a.lane = lane;
     for (int b = 0; b < kBuffersPerColl; ++b) a.bufs[b] = l.bufs[b];
@@ -518,6 +532,8 @@ void DeviceEngine::freeExec(bool idle) {
   for (auto& s : execCaptured_) api_.hostFree(s->host);
   execCaptured_.clear();
   for (void* p : execRetired_) api_.deviceFree(p);
+  for (auto& [key, entry] : execPlans_)
+    if (entry->devOps) api_.deviceFree(entry->devOps);
   if (execScratch_) api_.deviceFree(execScratch_);
   if (execInput_) api_.deviceFree(execInput_);
   if (execLocal_) api_.deviceFree(execLocal_);
