@@ -868,6 +868,9 @@ TEST(DeviceEngine, ExecutorSendRecvOfOtherSizesFails) {
   Fixture f;
   ExecutorOn on;
   onRanks(2, [&](int r, strataComm_t comm) {
+    // The failed communicator's destroy leaves its executor FIFOs allocated on purpose (a peer's kernel may still
+    // write them); LeakSanitizer is told per thread, and this thread makes them.
+    strata::test::LeakExpected leaks;
     void* st = stream(r);
     std::vector<float> x(64, 1.0f), y(64);
     ASSERT_EQ(strataAllReduce(x.data(), y.data(), x.size(), strataFloat32, strataSum, comm, st), strataSuccess);
