@@ -212,14 +212,10 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
   if (p2pExec)
     for (const CollCall& c : calls) (isP2P(c.kind) ? p2p : colls).push_back(c);
   const std::span<const CollCall> rest = p2pExec ? std::span<const CollCall>(colls) : calls;
-  if (p2pExec) {
-    // The sends and receives are lowered after the collectives are enqueued: what would refuse them (a peer out of
-    // range, sends to self without their receives) refuses the group first, before anything is enqueued.
-    std::vector<DevP2PCall> members;
-    for (const CollCall& c : p2p)
-      members.push_back(DevP2PCall{c.kind == CollKind::kSend, c.peer, c.count * dtypeSize(c.dtype)});
-    (void)lowerP2P(host_.rank(), host_.size(), members, 1, 1, SIZE_MAX);
-  }
+  // The sends and receives are lowered before anything is enqueued: what refuses them (a peer out of range, sends to
+  // self without their receives) refuses the whole group and leaves the stream as it was.
+  size_t p2pUnit = 1;
+  const DevPlan p2pPlan = p2pExec ? lowerExecP2P(p2p, &p2pUnit) : DevPlan{};
   // Before anything is enqueued: a mismatch fails the call on every rank and leaves the stream as it was. Every
   // call that holds a collective checks (collectively, the first time: every rank's group holds the same
   // collectives), as its path may follow from the settings.
@@ -228,7 +224,7 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
   if (!chainEvent_) check(api_.eventCreate(&chainEvent_), "cudaEventCreate");  // on device_ (the guard)
   joinChain(stream);
   if (!rest.empty()) enqueueCalls(rest, stream, device);
-  if (p2pExec) enqueueExecP2P(p2p, stream, /*captured=*/false);
+  if (p2pExec) enqueueExecP2P(p2p, p2pPlan, p2pUnit, stream, /*captured=*/false);
   check(api_.eventRecord(chainEvent_, stream), "cudaEventRecord");
   lastStream_ = stream;
   chained_ = true;

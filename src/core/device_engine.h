@@ -92,8 +92,11 @@ class DeviceEngine {
   /// when they do. It follows only from what every rank shares (the settings, the collectives so far), so both ends
   /// of every message take the same path whatever else their groups hold.
   std::string p2pRefusal() const;
-  /// A group's sends and receives as one executor kernel (device/dev_plan.h, lowerP2P).
-  void enqueueExecP2P(std::span<const CollCall> calls, void* stream, bool captured);
+  /// A group's sends and receives lowered (device/dev_plan.h, lowerP2P), moving elements of *unit bytes. Throws what
+  /// lowerP2P throws.
+  DevPlan lowerExecP2P(std::span<const CollCall> calls, size_t* unit) const;
+  /// Their plan as one executor kernel.
+  void enqueueExecP2P(std::span<const CollCall> calls, const DevPlan& plan, size_t unit, void* stream, bool captured);
   /// What one executor kernel is given besides its lowered plan.
   struct ExecLaunch {
     void* bufs[kBuffersPerColl] = {nullptr, nullptr, nullptr};

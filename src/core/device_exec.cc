@@ -293,9 +293,12 @@ void DeviceEngine::enqueueCaptured(std::span<const CollCall> calls, void* stream
   int mode = 2;  // cudaStreamCaptureModeRelaxed
   check(api_.exchangeCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
   try {
+    // The sends and receives are lowered first: what refuses them refuses the group before anything is captured.
+    size_t unit = 1;
+    const DevPlan p2pPlan = p2p.empty() ? DevPlan{} : lowerExecP2P(p2p, &unit);
     for (const CollCall& c : colls)
       if (c.count > 0) enqueueExec(c, stream, /*captured=*/true);
-    if (!p2p.empty()) enqueueExecP2P(p2p, stream, /*captured=*/true);
+    if (!p2p.empty()) enqueueExecP2P(p2p, p2pPlan, unit, stream, /*captured=*/true);
   } catch (...) {
     api_.exchangeCaptureMode(&mode);
     throw;
@@ -457,26 +460,33 @@ std::string DeviceEngine::p2pRefusal() const {
   return {};
 }
 
-void DeviceEngine::enqueueExecP2P(std::span<const CollCall> calls, void* stream, bool captured) {
-  const int n = host_.size(), me = host_.rank();
+DevPlan DeviceEngine::lowerExecP2P(std::span<const CollCall> calls, size_t* unit) const {
   // The element the kernel moves: the widest of 8, 4, 2, 1 bytes that divides every call's bytes and address. Every
   // split of a message is made in bytes (lowerP2P), so the two ends of a message need not agree on it.
-  size_t unit = 8;
+  size_t u = 8;
   auto fit = [&](uint64_t v) {
-    while (unit > 1 && v % unit != 0) unit /= 2;
+    while (u > 1 && v % u != 0) u /= 2;
   };
-  for (const CollCall& c : calls) {
-    fit(c.count * dtypeSize(c.dtype));
-    fit(reinterpret_cast<uintptr_t>(c.kind == CollKind::kSend ? c.sendbuff : c.recvbuff));
-  }
   std::vector<DevP2PCall> members;
+  for (const CollCall& c : calls) {
+    const uint64_t bytes = c.count * dtypeSize(c.dtype);
+    fit(bytes);
+    fit(reinterpret_cast<uintptr_t>(c.kind == CollKind::kSend ? c.sendbuff : c.recvbuff));
+    members.push_back(DevP2PCall{c.kind == CollKind::kSend, c.peer, bytes});
+  }
+  *unit = u;
+  return lowerP2P(host_.rank(), host_.size(), members, u, execChannels_, kExecBytesPerChannel);
+}
+
+void DeviceEngine::enqueueExecP2P(std::span<const CollCall> calls, const DevPlan& dp, size_t unit, void* stream,
+                                  bool captured) {
+  if (dp.lanes() == 0) return;
   std::vector<size_t> aside(calls.size(), SIZE_MAX);  // offset in execInput_ of a send copied aside
   size_t asideBytes = 0;
   for (size_t i = 0; i < calls.size(); ++i) {
     const CollCall& c = calls[i];
     const bool send = c.kind == CollKind::kSend;
     const uint64_t bytes = c.count * dtypeSize(c.dtype);
-    members.push_back(DevP2PCall{send, c.peer, bytes});
     // A send whose memory a receive of the same group writes would race with it in the kernel: it goes from a device
     // copy taken first, on the stream, as the host path copies it aside.
     if (send && bytes > 0 && sendOverlapsARecv(c, calls)) {
@@ -484,8 +494,6 @@ void DeviceEngine::enqueueExecP2P(std::span<const CollCall> calls, void* stream,
       asideBytes += align16(bytes);
     }
   }
-  const DevPlan dp = lowerP2P(me, n, members, unit, execChannels_, kExecBytesPerChannel);
-  if (dp.lanes() == 0) return;
   if (asideBytes) growExecBuffer(&execInput_, &execInputBytes_, asideBytes);
   ExecLaunch l;
   l.bufTable.assign(calls.size() * kBuffersPerColl, nullptr);

@@ -179,7 +179,8 @@ DevPlan lowerP2P(int rank, int nranks, const std::vector<DevP2PCall>& calls, siz
     int part;  // 0: header, 1: data
     devproto::DevOp op;
   };
-  std::vector<std::vector<Keyed>> lanes(static_cast<size_t>(kMaxDevChannels) * 2 * static_cast<size_t>(L));
+  const size_t maxParts = static_cast<size_t>(p2pChannels(nranks, UINT64_MAX, maxChannels, 1));
+  std::vector<std::vector<Keyed>> lanes(maxParts * 2 * static_cast<size_t>(L));
   std::vector<size_t> selfSends, selfRecvs;
   for (size_t i = 0; i < calls.size(); ++i) {
     const DevP2PCall& c = calls[i];

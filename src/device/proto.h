@@ -116,6 +116,23 @@ STRATA_HD_INLINE typename E::Storage preScale(typename E::Storage s, const LaneA
 
 // ---- the policy-generic pieces --------------------------------------------------------------------------------
 
+/// Records the rank's first failure (the first lane to get here wins) and raises the stop word, so the other lanes
+/// stop too. Returns `code`. `expected` and `got`: kFailMismatch's sizes.
+template <class P>
+STRATA_HD_INLINE uint32_t recordStop(const LaneArgs& a, uint32_t code, int op, int peer, uint32_t what,
+                                     uint64_t expected = 0, uint64_t got = 0) {
+  if (P::casU32(&a.failure->code, kFailNone, code)) {
+    a.failure->lane = a.lane;
+    a.failure->op = op;
+    a.failure->peer = peer;
+    a.failure->waitingFor = what;
+    a.failure->expected = expected;
+    a.failure->got = got;
+  }
+  P::storeRelaxed(a.stopWord, 1u);
+  return code;
+}
+
 /// Waits until `ready()`; polls the stop conditions every 64 tries. Returns kFailNone or why it stopped, after
 /// recording it. Only the group's leader calls it for Simple waits; for LL every thread polls its own lines.
 template <class P, class Ready>
@@ -126,16 +143,7 @@ STRATA_HD_INLINE uint32_t waitFor(const P& p, const LaneArgs& a, int op, int pee
       uint32_t code = kFailNone;
       if (P::loadRelaxed(a.abortWord) != 0 || P::loadRelaxed(a.stopWord) != 0) code = kFailAborted;
       else if (a.deadlineNs != 0 && P::nowNs() > a.deadlineNs) code = kFailTimedOut;
-      if (code != kFailNone) {
-        if (P::casU32(&a.failure->code, kFailNone, code)) {
-          a.failure->lane = a.lane;
-          a.failure->op = op;
-          a.failure->peer = peer;
-          a.failure->waitingFor = what;
-        }
-        P::storeRelaxed(a.stopWord, 1u);
-        return code;
-      }
+      if (code != kFailNone) return recordStop<P>(a, code, op, peer, what);
     }
     p.backoff(spins);
   }
@@ -210,6 +218,12 @@ struct OpRunner {
            k == OpKind::kRecvCopySend || k == OpKind::kCopySend;
   }
 
+  // The sender's wait for a free slot of peer's FIFO at step sstep (leader only).
+  STRATA_HD_INLINE uint32_t waitSlot(int peer, void* smem, uint64_t sstep) const {
+    ConnCtrl* c = connCtrl(smem);
+    return waitFor(p, a, opIndex, peer, 0, [&] { return sstep - P::loadAcquire(&c->tail) < a.cfg.nslots; });
+  }
+
   // ---- local ops ----
   STRATA_HD uint32_t local(const DevOp& o) const {
     S* dst = buf(o.dstBuf, o.dstOff);
@@ -244,9 +258,7 @@ struct OpRunner {
           failed = waitFor(p, a, opIndex, o.recvPeer, 1, [&] { return P::loadAcquire(&c->head) > rstep; });
         }
         if (sends && failed == kFailNone) {
-          ConnCtrl* c = connCtrl(smem);
-          failed =
-              waitFor(p, a, opIndex, o.sendPeer, 0, [&] { return sstep - P::loadAcquire(&c->tail) < a.cfg.nslots; });
+          failed = waitSlot(o.sendPeer, smem, sstep);
         }
       }
       if (p.broadcast(failed) != kFailNone) return kFailAborted;
@@ -309,8 +321,7 @@ struct OpRunner {
       const uint64_t sstep = sends ? a.sendStep[o.sendPeer] : 0;
       uint32_t failed = kFailNone;
       if (sends && p.tid() == 0) {
-        ConnCtrl* c = connCtrl(smem);
-        failed = waitFor(p, a, opIndex, o.sendPeer, 0, [&] { return sstep - P::loadAcquire(&c->tail) < a.cfg.nslots; });
+        failed = waitSlot(o.sendPeer, smem, sstep);
       }
       if (p.broadcast(failed) != kFailNone) return kFailAborted;
       const uint32_t rflag = static_cast<uint32_t>(rstep + 1), sflag = static_cast<uint32_t>(sstep + 1);
@@ -399,8 +410,7 @@ struct OpRunner {
       if (o.sendPeer >= 0) {
         void* smem = a.sendMem[o.sendPeer];
         const uint64_t sstep = a.sendStep[o.sendPeer];
-        ConnCtrl* c = connCtrl(smem);
-        failed = waitFor(p, a, opIndex, o.sendPeer, 0, [&] { return sstep - P::loadAcquire(&c->tail) < a.cfg.nslots; });
+        failed = waitSlot(o.sendPeer, smem, sstep);
         if (failed == kFailNone) {
           uint64_t* lines = llSlot(smem, a.cfg, sstep);
           const uint64_t flag = static_cast<uint64_t>(static_cast<uint32_t>(sstep + 1)) << 32;
@@ -424,18 +434,7 @@ struct OpRunner {
           P::storeRelease(&connCtrl(rmem)->tail, rstep + 1);
           a.recvStep[o.recvPeer] = rstep + 1;
           const uint64_t got = (word[0] & 0xffffffffu) | (word[1] << 32);
-          if (got != o.count) {
-            failed = kFailMismatch;
-            if (P::casU32(&a.failure->code, kFailNone, kFailMismatch)) {
-              a.failure->lane = a.lane;
-              a.failure->op = opIndex;
-              a.failure->peer = o.recvPeer;
-              a.failure->waitingFor = 3;
-              a.failure->expected = o.count;
-              a.failure->got = got;
-            }
-            P::storeRelaxed(a.stopWord, 1u);
-          }
+          if (got != o.count) failed = recordStop<P>(a, kFailMismatch, opIndex, o.recvPeer, 3, o.count, got);
         }
       }
     }
