@@ -101,10 +101,12 @@ class FakeCudaApi final : public CudaApi {
     return true;
   }
   static bool allocForbidden() { return tCapturing && tCaptureMode != 2; }
+  // Each created stream is its own handle, so a log of stream operations tells one rank's streams from another's.
   int streamCreate(void** s) override {
-    *s = reinterpret_cast<void*>(0x5);
+    *s = reinterpret_cast<void*>(0x70000000 + 0x10 * static_cast<uintptr_t>(++streamsCreated));
     return 0;
   }
+  std::atomic<int> streamsCreated{0};
   int streamDestroy(void*) override { return 0; }
   int streamSynchronize(void*) override { return 0; }
   int eventCreate(void** e) override {
