@@ -295,6 +295,11 @@ define_steps() {
     "env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --counts 7,70001 --colls allreduce,reducescatter,allgather && env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --no-sync 100"
   step graph_capture 45 gpuN "" "executor calls captured into a CUDA graph, replayed 20 times and checked, 2 and 8 ranks" \
     "env STRATA_GPU_EXECUTOR=1 $R -n 2 --timeout 20 -- $C --counts 1 --colls barrier --graph 20 && env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 20 -- $C --counts 1 --colls barrier --graph 20"
+  # Across hosts: 2 "hosts" of 2 ranks (STRATA_HOSTID per rank): the hierarchical all-reduce, host phases in the
+  # executor and the shard staged over TCP, in pieces of 64 KiB shards; INFO says it ran hierarchically.
+  step exec_hier_n4 50 gpuN "" "hierarchical all-reduce across 2 fake hosts of 2 ranks: executor + 1/L shard staged" \
+    "env STRATA_GPU_EXECUTOR=1 STRATA_GPU_STAGE_CHUNK_BYTES=16384 STRATA_DEBUG=INFO STRATA_DEBUG_SUBSYS=COLL $R -n 4 \
+--timeout 45 -- $C --counts 1,7,70001,1048579 --colls allreduce --fake-hosts 2"
   step abort_stopped_peer 40 gpuN "" \
     "SIGSTOP one rank with a device all-reduce pending on the others (the executor); strataCommAbort and their \
 streams end within 2 s, 3 ranks" \

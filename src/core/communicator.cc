@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -155,6 +156,11 @@ std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr
   const std::string myHost = hostIdentity(config);
   for (auto& h : boot.allGather(myHost.data(), myHost.size())) comm->hostIds_.emplace_back(h.begin(), h.end());
   for (auto& h : comm->hostIds_) comm->oneHost_ &= h == comm->hostIds_[0];
+  {
+    std::map<std::string, int> leader;
+    for (size_t r = 0; r < comm->hostIds_.size(); ++r)
+      comm->hostLeader_.push_back(leader.emplace(comm->hostIds_[r], static_cast<int>(r)).first->second);
+  }
   // The topology (discovered, or STRATA_TOPO_FILE) decides the hierarchy plans see; host identities decide
   // transports.
   comm->topology_ = buildTopology(config, boot, comm->hostIds_);
@@ -303,6 +309,11 @@ void CommImpl::abort() {
   // to leave before anything they use is freed.
   if (bootstrap_) bootstrap_->cancel(failure_.message());
   queue_.dropPending(strataInvalidUsage, "communicator aborted before this work ran");
+  // A device call of this communicator may be waiting inside a sub-communicator of its own (a hierarchical call).
+  {
+    std::lock_guard<std::mutex> lk(deviceMutex_);
+    if (device_) device_->abortSubgroups();
+  }
   gate_.closeAndWait();
   destroy();
 }
@@ -376,6 +387,24 @@ std::shared_ptr<CommImpl> CommImpl::split(int color, int key) {
   });
   return child;
 }
+
+std::shared_ptr<HostSide> CommImpl::subgroup(int color, int key) {
+  std::shared_ptr<CommImpl> child = split(color, key);
+  if (!child) return nullptr;
+  // The child's failure (a peer's death seen by its links, a deadline) fails the call the user made on this
+  // communicator: make it this communicator's, naming where it happened.
+  std::weak_ptr<CommImpl> parent = weak_from_this();
+  const int childRanks = child->nranks_;
+  child->failure_.setListener([parent, childRanks](strataResult_t code, const std::string& why) {
+    if (auto p = parent.lock())
+      p->fail(Error(code,
+                    strprintf("rank %d: in a sub-communicator of %d ranks (a phase of a hierarchical device call): %s",
+                              p->rank_, childRanks, why.c_str())));
+  });
+  return child;
+}
+
+int CommImpl::hostLeader(int rank) const { return hostLeader_.at(static_cast<size_t>(rank)); }
 
 std::shared_ptr<CommImpl> CommImpl::shrink(const std::vector<int>& excluded, bool revokeFirst) {
   CallGate::Scope in(gate_);

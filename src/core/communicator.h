@@ -49,6 +49,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   int rank() const override { return rank_; }
   int size() const override { return nranks_; }
   bool oneHost() const override { return oneHost_; }
+  int hostLeader(int rank) const override;
   EffectiveOp effectiveOp(strataRedOp_t op, strataDataType_t dtype) const override {
     return redOps_.effective(op, dtype, nranks_);
   }
@@ -66,11 +67,12 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
                                std::function<void(strataResult_t)> after = {}) override;
   /// Enqueues validated device-buffer calls (one group, one stream) on the GPU and returns without waiting for
   /// them. Throws CudaError when CUDA cannot be used, naming the cause.
-  void runDevice(std::span<const CollCall> calls);
+  void runDevice(std::span<const CollCall> calls) override;
   void barrier() override;
   void allGather(const void* mine, void* all, size_t bytes) override;
 
   std::shared_ptr<CommImpl> split(int color, int key);
+  std::shared_ptr<HostSide> subgroup(int color, int key) override;
   /// strataCommShrink: every rank but `excluded`, one shrink epoch later (Bootstrap::shrink), once this
   /// communicator's work has ended; works after a failure. `revokeFirst`: STRATA_SHRINK_ABORT.
   std::shared_ptr<CommImpl> shrink(const std::vector<int>& excluded, bool revokeFirst);
@@ -79,10 +81,10 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   void revoke();
   /// Waits for queued work and for calls of other threads, flushes connections and releases everything.
   /// Idempotent.
-  void destroy();
+  void destroy() override;
   /// Stops without waiting for peers, from any thread: queued work fails, every call blocked in this
   /// communicator (on any thread) returns an error naming the abort, and what they use is freed once they left.
-  void abort();
+  void abort() override;
 
   /// Writes the flight recorder (flight_recorder.h) to `dir`/strata-flight-<comm id>-rank<rank>.json, replacing
   /// an earlier dump of this communicator; returns the path. Throws SysError if it cannot be written.
@@ -119,6 +121,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   int rank_ = 0;
   int nranks_ = 1;
   std::vector<std::string> hostIds_;  // host identity of every rank
+  std::vector<int> hostLeader_;       // the lowest rank sharing each rank's host identity
   Topology topology_;                 // identical on every rank
   bool oneHost_ = true;
   FailureState failure_;

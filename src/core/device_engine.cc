@@ -49,6 +49,12 @@ void DeviceEngine::Slot::inputsArrived(void* arg) {
 DeviceEngine::DeviceEngine(HostSide& host, CudaApi& api) : host_(host), api_(api) {
   directMaxBytes_ = host_.config().gpuDirectMaxBytes;
   oneShotMaxBytes_ = host_.config().gpuOneShotMaxBytes;
+  std::vector<int> perLeader(static_cast<size_t>(host_.size()), 0);
+  for (int r = 0; r < host_.size(); ++r) ++perLeader[static_cast<size_t>(host_.hostLeader(r))];
+  hierHosts_ = static_cast<int>(std::count_if(perLeader.begin(), perLeader.end(), [](int c) { return c > 0; }));
+  hierHostRanks_ = host_.size() / hierHosts_;
+  for (int c : perLeader)
+    if (c != 0 && c != hierHostRanks_) hierHostRanks_ = 0;
 }
 
 void DeviceEngine::quiesce() {
@@ -79,6 +85,21 @@ void DeviceEngine::quiesce() {
     if (execMem_) tsanAcquire(key(execMem_));
     if (ipcBase_) tsanAcquire(key(ipcBase_));
   }
+  // The sub-communicators of hierarchical calls, their work done (it came before chainEvent_): collectively, in the
+  // same order on every rank.
+  std::shared_ptr<HostSide> local, cross;
+  {
+    std::lock_guard<std::mutex> sl(subMu_);
+    local = hierLocal_;
+    cross = hierCross_;
+  }
+  if (local) local->destroy();
+  if (cross) cross->destroy();
+  {
+    std::lock_guard<std::mutex> sl(subMu_);
+    hierLocal_.reset();
+    hierCross_.reset();
+  }
   quiesced_ = true;
 }
 
@@ -86,6 +107,8 @@ DeviceEngine::~DeviceEngine() {
   // The GPU may still be copying out of a slot or reading a peer's flags: wait for it, within the deadline,
   // and leak what it still holds rather than free memory in use. After strataCommAbort the wait is short: a
   // stream stuck on a peer that will never arrive must not hold the abort for the whole deadline.
+  // Sub-communicators not destroyed by quiesce (an abort, a failure): torn down without waiting for their peers.
+  abortSubgroups();
   if (!chainEvent_ && slots_.empty() && !ipcBase_ && !execMem_ && !execCtlHost_ && !outStream_) return;
   DeviceGuard guard(api_, device_);
   const int64_t waitMs =
@@ -117,6 +140,9 @@ DeviceEngine::~DeviceEngine() {
     api_.hostFree(s->flagHost);
   }
   if (outStream_) api_.streamDestroy(outStream_);
+  if (hierStream_) api_.streamDestroy(hierStream_);
+  for (void* ev : {hierLocalDone_, hierCrossDone_[0], hierCrossDone_[1]})
+    if (ev) api_.eventDestroy(ev);
   for (size_t r = 0; r < peerBase_.size(); ++r)
     if (static_cast<int>(r) != host_.rank() && peerBase_[r]) api_.ipcCloseMemHandle(peerBase_[r]);
   if (ipcBase_) {
@@ -232,6 +258,13 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
 
 void DeviceEngine::enqueueCalls(std::span<const CollCall> calls, void* stream, int device) {
   if (calls.size() == 1 && soloCopy(calls[0], stream)) return;
+  if (calls.size() == 1 && hierRefusal(calls[0]).empty()) {
+    if (hierState_ == HierState::kUnset) setupHier();
+    if (hierState_ == HierState::kOn) {
+      enqueueHier(calls[0], stream);
+      return;
+    }
+  }
   if (execRefusal(calls).empty()) {
     if (execState_ == ExecState::kUnset) setupExec(device);
     if (execState_ == ExecState::kOn) {

@@ -47,6 +47,9 @@ class DeviceEngine {
   /// rank's buffers, so they can be freed. Without it (abort, a failed peer) the destructor leaks them rather
   /// than free memory a peer's kernel may still read. This makes destroy collective once the IPC path was used.
   void quiesce();
+  /// Called by the communicator's abort, from any thread: aborts the sub-communicators of hierarchical calls, so a
+  /// call waiting in one returns.
+  void abortSubgroups();
 
  private:
   // A staging slot: pinned host memory for one group's buffers plus the flag its stream waits on.
@@ -79,6 +82,14 @@ class DeviceEngine {
   /// Logs, once per communicator and reason, why a device all-reduce goes through host memory instead of CUDA IPC:
   /// a WARN where the user would expect the direct path, an INFO where the staging is by design or by setting.
   void noteStaged(std::span<const CollCall> calls);
+  // ---- across hosts (device_hier.cc) ----
+  /// Why this collective does not run hierarchically across hosts (intra-host phases in the executor, each rank's
+  /// 1/L shard staged through host memory between hosts), or nothing when it does. The same on every rank.
+  std::string hierRefusal(const CollCall& call) const;
+  /// Collective, at the first hierarchical call: the host's sub-communicator and the one of the ranks with this
+  /// rank's place on every host, the copy stream and its events.
+  void setupHier();
+  void enqueueHier(const CollCall& call, void* stream);
   // ---- device executor (device_exec.cc) ----
   /// Why these collectives do not run in the device executor (STRATA_GPU_EXECUTOR=1, one host, kinds, ...), or
   /// nothing when it does. The same on every rank for the same call.
@@ -197,6 +208,18 @@ class DeviceEngine {
   };
   std::vector<std::pair<std::vector<uint64_t>, std::unique_ptr<ExecPlanEntry>>> execPlans_;  // key -> plan
   uint64_t execCalls_ = 0;
+
+  // Across hosts (DESIGN.md, "Across hosts"), set up collectively at the first hierarchical call.
+  enum class HierState { kUnset, kOn, kOff } hierState_ = HierState::kUnset;
+  int hierHosts_ = 1;                            // hosts of the communicator (host identities)
+  int hierHostRanks_ = 0;                        // ranks on each host when every host has as many, else 0
+  std::mutex subMu_;                             // the sub-communicators, for abortSubgroups (any thread)
+  std::shared_ptr<HostSide> hierLocal_;          // this host's ranks: the device executor's phases
+  std::shared_ptr<HostSide> hierCross_;          // the ranks with this rank's place on every host: the staged phase
+  void* hierStream_ = nullptr;                   // the staged phase's stream (the caller's runs the local phases)
+  void* hierLocalDone_ = nullptr;                // recorded on the caller's stream after a piece's reduce-scatter
+  void* hierCrossDone_[2] = {nullptr, nullptr};  // recorded on hierStream_ after a piece's cross-host all-reduce
+  bool hierNoted_ = false;
 };
 
 }  // namespace strata

@@ -5,13 +5,24 @@
 namespace strata {
 
 bool FailureState::record(strataResult_t code, const std::string& message) {
-  std::lock_guard<std::mutex> lk(mutex_);
-  if (failed_.load()) return false;
-  code_ = code;
-  message_ = message;
-  failed_.store(true, std::memory_order_release);
-  for (uint32_t* w : words_) std::atomic_ref<uint32_t>(*w).store(1, std::memory_order_release);
+  std::function<void(strataResult_t, const std::string&)> listener;
+  {
+    std::lock_guard<std::mutex> lk(mutex_);
+    if (failed_.load()) return false;
+    code_ = code;
+    message_ = message;
+    failed_.store(true, std::memory_order_release);
+    for (uint32_t* w : words_) std::atomic_ref<uint32_t>(*w).store(1, std::memory_order_release);
+    if (!aborted_.load()) listener = std::move(listener_);
+    listener_ = nullptr;
+  }
+  if (listener) listener(code, message);
   return true;
+}
+
+void FailureState::setListener(std::function<void(strataResult_t, const std::string&)> listener) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  listener_ = std::move(listener);
 }
 
 void FailureState::watch(uint32_t* word) const {

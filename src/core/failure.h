@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ class FailureState {
   /// strataCommAbort ends every device wait. A subscription, not a change of the state, hence const.
   void watch(uint32_t* word) const;
   void unwatch(uint32_t* word) const;
+  /// Called once, with the code and message, after the first failure that is not an abort is recorded (outside the
+  /// state's lock, on the recording thread): a sub-communicator's failure made its parent's.
+  void setListener(std::function<void(strataResult_t, const std::string&)> listener);
   /// Throws the "unusable after an earlier error" error if the communicator has failed.
   void throwIfFailed() const {
     if (failed()) throwFailed();
@@ -46,7 +50,8 @@ class FailureState {
   mutable std::mutex mutex_;
   strataResult_t code_ = strataSuccess;
   std::string message_;
-  mutable std::vector<uint32_t*> words_;  // under mutex_
+  mutable std::vector<uint32_t*> words_;                              // under mutex_
+  std::function<void(strataResult_t, const std::string&)> listener_;  // under mutex_
 };
 
 }  // namespace strata

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ class HostSide {
   virtual int size() const = 0;
   /// Every rank of the communicator runs on one host.
   virtual bool oneHost() const = 0;
+  /// The lowest rank on `rank`'s host (host identity, STRATA_HOSTID): equal for ranks that share a host.
+  virtual int hostLeader(int rank) const = 0;
   virtual const Config& config() const = 0;
   virtual const FailureState& failure() const = 0;
   /// The kernel, pre-multiplication and post-division of a reducing call's op (valid) for `dtype` on this
@@ -42,6 +45,16 @@ class HostSide {
   /// Queues host calls behind earlier work (see WorkQueue::submit for `before` and `after`).
   virtual std::shared_ptr<Task> submit(std::vector<CollCall> calls, std::function<void()> before,
                                        std::function<void(strataResult_t)> after) = 0;
+
+  // Sub-communicators, for a device call that runs in phases over some of the ranks (the hierarchical all-reduce).
+  /// Collective over this communicator: a communicator of the ranks passing the same `color`, ordered by `key` (as
+  /// strataCommSplit). A failure of the child becomes this communicator's failure too.
+  virtual std::shared_ptr<HostSide> subgroup(int color, int key) = 0;
+  /// Enqueues validated device-buffer calls (one group, one stream) on this communicator's own device engine.
+  virtual void runDevice(std::span<const CollCall> calls) = 0;
+  /// Collective teardown (after its device work finished), or teardown without waiting for peers.
+  virtual void destroy() = 0;
+  virtual void abort() = 0;
 };
 
 }  // namespace strata

@@ -130,6 +130,7 @@ class FakeCudaApi final : public CudaApi {
     if (captured(st, [=, this] { memcpyAsync(d, s, n, nullptr); })) return 0;
     note('c', st, d, s);
     ++copies;
+    copiedBytes += n;
     std::memmove(d, s, n);
     return 0;
   }
@@ -227,6 +228,7 @@ class FakeCudaApi final : public CudaApi {
   // very runLane the GPU runs. Like every stream operation here, it runs at once on the calling thread.
   int launchExecutor(const void* laneArgs, int lanes, int blockThreads, void* st) override {
     if (captured(st, [=, this] { launchExecutor(laneArgs, lanes, blockThreads, nullptr); })) return 0;
+    note('k', st, laneArgs);
     ++executorLaunches;
     for (int m = maxLanes.load(); m < lanes && !maxLanes.compare_exchange_weak(m, lanes);) {
     }
@@ -247,7 +249,7 @@ class FakeCudaApi final : public CudaApi {
   }
 
   // The log of stream operations while `logging`: copies ('c': dst, src), flag waits ('w'), event records ('r') and
-  // waits ('e'), each with its stream, in the order they were enqueued.
+  // waits ('e'), executor kernels ('k'), each with its stream, in the order they were enqueued.
   struct StreamOp {
     char op;
     void* stream;
@@ -262,6 +264,7 @@ class FakeCudaApi final : public CudaApi {
   std::atomic<bool> logging{false};
   std::mutex logMu;
   std::vector<StreamOp> opLog;
+  std::atomic<size_t> copiedBytes{0};
   std::atomic<int> copies{0}, reduces{0}, maxSources{0}, ipcOpens{0}, executorLaunches{0}, maxLanes{0};
   std::atomic<int> lanesOpsOnDevice{0}, lanesOpsMapped{0};  // launched lanes whose ops were in device memory, or not
   std::mutex regionMu;
@@ -1300,6 +1303,189 @@ TEST(DeviceEngine, UsesTheStreamsDeviceNotTheCurrentOne) {
     EXPECT_EQ(y[0], 2.0f);
   });
   f.api.multiDevice = false;
+}
+
+// ---- across hosts: the hierarchical all-reduce ------------------------------------------------------------------
+
+// Ranks on several hosts (STRATA_HOSTID per rank: rank r on host hostOf[r]), each with this process's settings.
+std::vector<Config> hostConfigs(const std::vector<int>& hostOf) {
+  std::vector<Config> configs;
+  for (int h : hostOf) {
+    Config c = gpuTestConfig();
+    c.hostId = "host" + std::to_string(h);
+    configs.push_back(c);
+  }
+  return configs;
+}
+
+// A device all-reduce and the same on the host, in place or not; true if both succeed and agree.
+bool deviceAllReduceMatchesHost(CommImpl& comm, int r, size_t count, strataDataType_t dt, strataRedOp_t op,
+                                bool inPlace) {
+  const size_t es = dtypeSize(dt);
+  std::vector<char> in(count * es), dev(count * es), host(count * es);
+  for (size_t i = 0; i < count; ++i) storeFromDouble(in.data(), i, dt, valueOf(r, i));
+  if (inPlace) dev = in;
+  CollCall d{CollKind::kAllReduce, inPlace ? dev.data() : in.data(), dev.data(), count, dt, op, 0, -1};
+  d.device = true;
+  d.stream = stream(r);
+  CollCall h{CollKind::kAllReduce, in.data(), host.data(), count, dt, op, 0, -1};
+  comm.runDevice(std::span<const CollCall>(&d, 1));
+  comm.run(std::span<const CollCall>(&h, 1));
+  return dev == host;
+}
+
+// Across hosts of L ranks each, a device all-reduce runs its intra-host phases (reduce-scatter, all-gather) in the
+// executor and stages only each rank's 1/L shard between hosts, in pieces that pipeline: bit for bit the host path's
+// result (small integers, exact in any order), for counts below L, not divisible by L and of many pieces.
+TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
+  Fixture f;
+  ExecutorOn on;
+  setenv("STRATA_GPU_STAGE_CHUNK_BYTES", "1024", 1);  // 4 KiB of shard per piece: many pieces
+  struct Combo {
+    strataDataType_t dt;
+    strataRedOp_t op;
+  };
+  const Combo combos[] = {{strataFloat32, strataSum},
+                          {strataInt32, strataMax},
+                          {strataBfloat16, strataMin},
+                          {strataFloat32, strataProd},
+                          {strataInt64, strataAvg}};  // Avg: staged whole (scaled by the whole communicator)
+  // Two hosts, ranks interleaved; three hosts of two in blocks.
+  for (const std::vector<int>& hostOf : {std::vector<int>{0, 1, 0, 1}, std::vector<int>{0, 0, 1, 1, 2, 2}}) {
+    const int n = static_cast<int>(hostOf.size());
+    const int launchesBefore = f.api.executorLaunches.load();
+    std::atomic<int> wrong{0};
+    onConfiguredRanks(hostConfigs(hostOf), [&](int r, CommImpl& comm) {
+      for (size_t count : {size_t{1}, size_t{3}, size_t{4096}, size_t{70001}})
+        for (const Combo& c : combos)
+          for (bool inPlace : {false, true})
+            if (!deviceAllReduceMatchesHost(comm, r, count, c.dt, c.op, inPlace)) {
+              ++wrong;
+              ADD_FAILURE() << "rank " << r << " of " << n << ": count " << count << " " << dtypeName(c.dt) << " op "
+                            << c.op << (inPlace ? " in place" : " out of place");
+            }
+      EXPECT_EQ(comm.asyncError(), strataSuccess) << "rank " << r;
+    });
+    EXPECT_EQ(wrong.load(), 0);
+    EXPECT_GT(f.api.executorLaunches.load(), launchesBefore) << "the intra-host phases ran in the executor";
+  }
+
+  // What crosses host memory: one call of B bytes on two hosts of two. Staged whole, every rank would copy B in and B
+  // out; hierarchically, its shard of B/2 each way. The call after the first (whose plans are then cached).
+  constexpr size_t kCount = 70000;  // 35000 floats of shard per rank: 35 pieces of 4 KiB
+  constexpr int n = 4;
+  std::vector<std::vector<float>> in(n, std::vector<float>(kCount)), out(n, std::vector<float>(kCount));
+  size_t bytesBefore = 0, bytesAfter = 0;
+  onConfiguredRanks(hostConfigs({0, 1, 0, 1}), [&](int r, CommImpl& comm) {
+    for (size_t i = 0; i < kCount; ++i) in[r][i] = static_cast<float>(valueOf(r, i));
+    CollCall d{CollKind::kAllReduce, in[r].data(), out[r].data(), kCount, strataFloat32, strataSum, 0, -1};
+    d.device = true;
+    d.stream = stream(r);
+    comm.runDevice(std::span<const CollCall>(&d, 1));
+    comm.barrier();
+    if (r == 0) {
+      bytesBefore = f.api.copiedBytes.load();
+      f.api.logging = true;
+    }
+    comm.barrier();
+    comm.runDevice(std::span<const CollCall>(&d, 1));
+    comm.barrier();
+    if (r == 0) {
+      bytesAfter = f.api.copiedBytes.load();
+      f.api.logging = false;
+    }
+  });
+  unsetenv("STRATA_GPU_STAGE_CHUNK_BYTES");
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < kCount; ++i)
+      ASSERT_EQ(out[r][i], static_cast<float>(valueOf(0, i) + valueOf(1, i) + valueOf(2, i) + valueOf(3, i)));
+  EXPECT_EQ(bytesAfter - bytesBefore, n * 2 * (kCount / 2) * sizeof(float))
+      << "each rank stages its half of the call (in and out), not all of it";
+  // The pipeline, on each rank's stream: the reduce-scatter of piece 1 is launched before the stream waits for
+  // piece 0's cross-host phase (an event recorded on another stream), and the shards cross on other streams.
+  for (int r = 0; r < n; ++r) {
+    std::map<const void*, void*> recordedOn;  // event -> the stream of its latest record
+    int kernels = 0, kernelsBeforeFirstWait = -1, shardCopies = 0;
+    for (const auto& o : f.api.opLog) {
+      if (o.op == 'r') recordedOn[o.a] = o.stream;
+      if (o.stream == stream(r) && o.op == 'k') ++kernels;
+      if (o.stream == stream(r) && o.op == 'e' && kernelsBeforeFirstWait < 0 && recordedOn.count(o.a) &&
+          recordedOn[o.a] != stream(r))
+        kernelsBeforeFirstWait = kernels;
+      const auto inside = [&](const void* p) {
+        return p >= static_cast<const void*>(out[r].data()) && p < static_cast<const void*>(out[r].data() + kCount);
+      };
+      if (o.op == 'c' && (inside(o.a) || inside(o.b))) {
+        ++shardCopies;
+        EXPECT_NE(o.stream, stream(r)) << "rank " << r << ": a shard staged on the caller's stream";
+      }
+    }
+    EXPECT_EQ(kernels, 2 * 35) << "rank " << r << ": a reduce-scatter and an all-gather per piece";
+    EXPECT_EQ(kernelsBeforeFirstWait, 2) << "rank " << r << ": piece 1 is reduce-scattered while piece 0 crosses";
+    EXPECT_EQ(shardCopies, 2 * 35 * 4) << "rank " << r << ": each piece's shard staged in and out, in 4 chunks";
+  }
+}
+
+// Hosts with different numbers of ranks, or one rank per host: every device all-reduce is staged whole, and right.
+TEST(DeviceEngine, ExecutorAllReduceAcrossUnevenHostsIsStagedWhole) {
+  Fixture f;
+  ExecutorOn on;
+  for (const std::vector<int>& hostOf : {std::vector<int>{0, 0, 1}, std::vector<int>{0, 1}}) {
+    const size_t before = f.api.copiedBytes.load();
+    const int n = static_cast<int>(hostOf.size());
+    onConfiguredRanks(hostConfigs(hostOf), [&](int r, CommImpl& comm) {
+      EXPECT_TRUE(deviceAllReduceMatchesHost(comm, r, 1001, strataFloat32, strataSum, false)) << "rank " << r;
+    });
+    EXPECT_EQ(f.api.copiedBytes.load() - before, static_cast<size_t>(n) * 2 * 1001 * sizeof(float));
+  }
+}
+
+// strataCommAbort ends a hierarchical call that waits for a peer that never comes: the ranks whose phases wait on it,
+// in the host's executor kernel or in the cross-host phase, return within 2 s of the abort.
+TEST(DeviceEngine, ExecutorAllReduceAcrossHostsLeavesOnAbort) {
+  Fixture f;
+  ExecutorOn on;
+  constexpr int n = 4;
+  const std::vector<Config> configs = hostConfigs({0, 1, 0, 1});
+  strataUniqueId id;
+  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+  const UniqueIdInfo info = decodeUniqueId(id);
+  std::vector<std::shared_ptr<CommImpl>> comms(n);
+  std::vector<double> took(n, -1);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      strata::test::LeakExpected leaks;  // an aborted executor leaves its FIFOs allocated on purpose
+      const Config& c = configs[static_cast<size_t>(r)];
+      comms[static_cast<size_t>(r)] = CommImpl::create(c, Bootstrap::connect(c, info, r, n));
+      CommImpl& comm = *comms[static_cast<size_t>(r)];
+      std::vector<float> x(100000, 1.0f), y(100000);
+      CollCall d{CollKind::kAllReduce, x.data(), y.data(), 1000, strataFloat32, strataSum, 0, -1};
+      d.device = true;
+      d.stream = stream(r);
+      comm.runDevice(std::span<const CollCall>(&d, 1));  // together first: everything set up
+      ++ready;
+      if (r == n - 1) return;  // the peer that never comes to the second call
+      while (ready.load() < n) std::this_thread::yield();
+      d.count = x.size();
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        comm.runDevice(std::span<const CollCall>(&d, 1));
+      } catch (const Error&) {
+      }
+      took[static_cast<size_t>(r)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+  while (ready.load() < n) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int r = 0; r < n - 1; ++r) comms[static_cast<size_t>(r)]->abort();
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n - 1; ++r) {
+    EXPECT_GT(took[static_cast<size_t>(r)], 0.2) << "rank " << r << " did not wait";
+    EXPECT_LT(took[static_cast<size_t>(r)], 2.3)
+        << "rank " << r << ": the abort took " << took[static_cast<size_t>(r)] << " s to end its call";
+  }
+  comms[n - 1]->abort();
 }
 
 // strataCommAbort with device work that never finishes (a stream stuck on a dead peer): the engine leaks what the

@@ -1,0 +1,176 @@
+// DeviceEngine across hosts (DESIGN.md, "Across hosts"): a device all-reduce over H hosts of L ranks each runs as the
+// hierarchical plan, with its intra-host phases in the device executor and only each rank's 1/L shard through host
+// memory to the network and back:
+//   1. reduce-scatter among this host's ranks (the executor, on the caller's stream): rank l of its host holds the
+//      host's sum of shard l, in its place in recvbuff;
+//   2. all-reduce of shard l among the H ranks with local index l, one per host (staged through pinned host memory,
+//      on the engine's own stream): every rank holds the global sum of its shard;
+//   3. all-gather among this host's ranks (the executor, on the caller's stream), in place.
+// Each phase is a call on a sub-communicator (HostSide::subgroup): the host's ranks, and the ranks with this rank's
+// place on every host. A large call is cut into pieces that pipeline: while piece k crosses the network, the caller's
+// stream reduce-scatters piece k + 1 and then all-gathers piece k - 1; events order the two streams.
+#include <algorithm>
+
+#include "core/device_engine.h"
+#include "core/device_engine_detail.h"
+#include "util/config.h"
+#include "util/dtype.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace strata {
+
+using namespace device_detail;
+
+namespace {
+
+constexpr size_t kHierChunksPerPiece = 4;  // a piece's shard is staged in this many STRATA_GPU_STAGE_CHUNK_BYTES chunks
+constexpr size_t kHierMaxPieces = 64;
+
+}  // namespace
+
+std::string DeviceEngine::hierRefusal(const CollCall& c) const {
+  if (host_.oneHost()) return "the ranks are on one host";
+  if (host_.config().gpuExecutor != 1) return "the device executor is off (STRATA_GPU_EXECUTOR=1 turns it on)";
+  if (hierState_ == HierState::kOff) return "the hierarchical device path could not be set up on this communicator";
+  if (c.kind != CollKind::kAllReduce) return strprintf("%s across hosts is staged whole", collName(c.kind));
+  if (c.count == 0) return "a call of 0 elements has nothing to run";
+  // Avg and PreMulSum scale by the whole communicator's size or scalar: the phases, each over some of the ranks,
+  // would scale by theirs.
+  if (static_cast<int>(c.op) >= static_cast<int>(strataAvg))
+    return strprintf("op %s across hosts is staged whole", c.op == strataAvg ? "avg" : "PreMulSum");
+  if (hierHostRanks_ < 2)
+    return hierHostRanks_ == 0 ? "the hosts have different numbers of ranks" : "one rank per host";
+  return {};
+}
+
+void DeviceEngine::setupHier() {
+  const int me = host_.rank();
+  // Both splits are collective over this communicator, in this order on every rank (each reaches its first
+  // hierarchical call at the same call). Local index: this rank's place among its host's ranks.
+  const int leader = host_.hostLeader(me);
+  int localIndex = 0;
+  for (int r = 0; r < me; ++r) localIndex += host_.hostLeader(r) == leader ? 1 : 0;
+  std::shared_ptr<HostSide> local = host_.subgroup(leader, me);
+  std::shared_ptr<HostSide> cross = host_.subgroup(localIndex, me);
+  {
+    std::lock_guard<std::mutex> lk(subMu_);
+    hierLocal_ = std::move(local);
+    hierCross_ = std::move(cross);
+  }
+  std::string why;
+  if (!hierLocal_ || !hierCross_ || hierLocal_->size() != hierHostRanks_ || hierCross_->size() != hierHosts_ ||
+      !hierLocal_->oneHost())
+    why = "the sub-communicators do not have the hosts' shape";
+  int e = 0;
+  const char* step = "";
+  auto attempt = [&](const char* name, auto call) {
+    if (e != 0 || !why.empty()) return;
+    step = name;
+    e = call();
+  };
+  attempt("cudaStreamCreate", [&] { return api_.streamCreate(&hierStream_); });
+  attempt("cudaEventCreate", [&] { return api_.eventCreate(&hierLocalDone_); });
+  attempt("cudaEventCreate", [&] { return api_.eventCreate(&hierCrossDone_[0]); });
+  attempt("cudaEventCreate", [&] { return api_.eventCreate(&hierCrossDone_[1]); });
+  if (e != 0) why = strprintf("%s failed: %s (CUDA error %d)", step, api_.errorString(e), e);
+  // Every rank takes the same path: if any rank could not set up, all stage their calls whole.
+  const int32_t ok = why.empty() ? 1 : 0;
+  std::vector<int32_t> all(static_cast<size_t>(host_.size()));
+  host_.allGather(&ok, all.data(), sizeof ok);
+  const auto bad = std::find(all.begin(), all.end(), 0);
+  if (bad == all.end()) {
+    hierState_ = HierState::kOn;
+    return;
+  }
+  hierState_ = HierState::kOff;
+  if (why.empty())
+    why = strprintf("rank %d could not set it up (its log says why)", static_cast<int>(bad - all.begin()));
+  STRATA_WARN(kLogColl,
+              "rank %d: hierarchical device all-reduce across hosts off (%s); device all-reduces across hosts are "
+              "staged whole through host memory, which is slower",
+              me, why.c_str());
+}
+
+void DeviceEngine::enqueueHier(const CollCall& c, void* stream) {
+  const size_t es = dtypeSize(c.dtype);
+  const size_t L = static_cast<size_t>(hierHostRanks_);
+  const size_t l = static_cast<size_t>(hierLocal_->rank());
+  if (!hierNoted_) {
+    hierNoted_ = true;
+    STRATA_INFO(kLogColl,
+                "rank %d: device all-reduces across %d hosts run hierarchically: reduce-scatter and all-gather among a "
+                "host's %zu ranks in the device executor, each rank's 1/%zu shard staged between hosts",
+                host_.rank(), hierHosts_, L, L);
+  }
+  // Pieces of a multiple of L elements each, so that each rank's shard of a piece is staged in kHierChunksPerPiece
+  // chunks, then the last count mod L elements as a piece of their own; the same on every rank (count, dtype and the
+  // agreed settings).
+  const size_t chunk = host_.config().gpuStageChunkBytes;
+  const size_t whole = c.count / L * L;
+  size_t pieces = 1;
+  if (chunk > 0)
+    pieces = std::clamp<size_t>((whole * es / L + kHierChunksPerPiece * chunk - 1) / (kHierChunksPerPiece * chunk), 1,
+                                kHierMaxPieces);
+  const size_t per = std::max<size_t>(1, (whole / L + pieces - 1) / pieces) * L;
+  std::vector<std::pair<size_t, size_t>> spans;  // [lo, lo + m)
+  for (size_t lo = 0; lo < whole; lo += per) spans.emplace_back(lo, std::min(per, whole - lo));
+  if (whole < c.count) spans.emplace_back(whole, c.count - whole);
+
+  auto call = [&](const std::shared_ptr<HostSide>& comm, CollKind kind, const void* send, void* recv, size_t count,
+                  void* st) {
+    CollCall p{kind, send, recv, count, c.dtype, c.op, 0, -1};
+    p.device = true;
+    p.stream = st;
+    comm->runDevice(std::span<const CollCall>(&p, 1));
+  };
+  // The all-gather still to run on the caller's stream for the piece before (after its cross-host phase).
+  struct Gather {
+    void* shard = nullptr;
+    void* out = nullptr;
+    size_t count = 0;
+  } pending;
+  int k = 0;
+  for (const auto& [lo, m] : spans) {
+    const char* send = static_cast<const char*>(c.sendbuff) + lo * es;
+    char* recv = static_cast<char*>(c.recvbuff) + lo * es;
+    const size_t q = m / L;
+    // A piece of L q elements: the reduce-scatter leaves this rank's shard in its own place in recvbuff (in place
+    // when sendbuff is recvbuff: NCCL's convention, recvbuff = sendbuff + rank * recvcount). The last count mod L
+    // elements: an all-reduce among the host's ranks, then the same cross-host all-reduce on all of them.
+    char* shard = q > 0 ? recv + l * q * es : recv;
+    const size_t shardCount = q > 0 ? q : m;
+    if (q > 0) {
+      call(hierLocal_, CollKind::kReduceScatter, send, shard, q, stream);
+    } else {
+      call(hierLocal_, CollKind::kAllReduce, send, recv, m, stream);
+    }
+    check(api_.eventRecord(hierLocalDone_, stream), "cudaEventRecord (hierarchical all-reduce)");
+    check(api_.streamWaitEvent(hierStream_, hierLocalDone_), "cudaStreamWaitEvent (hierarchical all-reduce)");
+    call(hierCross_, CollKind::kAllReduce, shard, shard, shardCount, hierStream_);
+    void* crossDone = hierCrossDone_[k % 2];
+    check(api_.eventRecord(crossDone, hierStream_), "cudaEventRecord (hierarchical all-reduce)");
+    // The piece before: the caller's stream waits for its cross-host phase, then gathers it. (Piece k + 1 records
+    // the event piece k - 1 recorded, after this wait for it was enqueued.)
+    if (k > 0) {
+      check(api_.streamWaitEvent(stream, hierCrossDone_[(k - 1) % 2]), "cudaStreamWaitEvent (hierarchical all-reduce)");
+      if (pending.count > 0) call(hierLocal_, CollKind::kAllGather, pending.shard, pending.out, pending.count, stream);
+    }
+    pending = q > 0 ? Gather{shard, recv, q} : Gather{};
+    ++k;
+  }
+  check(api_.streamWaitEvent(stream, hierCrossDone_[(k - 1) % 2]), "cudaStreamWaitEvent (hierarchical all-reduce)");
+  if (pending.count > 0) call(hierLocal_, CollKind::kAllGather, pending.shard, pending.out, pending.count, stream);
+}
+
+void DeviceEngine::abortSubgroups() {
+  std::vector<std::shared_ptr<HostSide>> subs;
+  {
+    std::lock_guard<std::mutex> lk(subMu_);
+    subs = {hierLocal_, hierCross_};
+  }
+  for (auto& s : subs)
+    if (s) s->abort();
+}
+
+}  // namespace strata
