@@ -431,6 +431,10 @@ void CommImpl::revoke() {
   // dropped; then wait for what was running to end.
   if (bootstrap_) bootstrap_->cancel(failure_.message());
   queue_.dropPending(strataInvalidUsage, "communicator revoked before this work ran");
+  {
+    std::lock_guard<std::mutex> lk(deviceMutex_);
+    if (device_) device_->abortSubgroups();
+  }
   queue_.waitQuiet();
 }
 

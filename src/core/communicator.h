@@ -95,8 +95,10 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   /// First error seen by asynchronous work or reported by a peer; strataSuccess if none.
   strataResult_t asyncError() const { return failure_.code(); }
 
-  strataRedOp_t createPreMulSum(double scalar, int64_t intScalar) { return redOps_.createPreMulSum(scalar, intScalar); }
-  void destroyRedOp(strataRedOp_t op) { redOps_.destroy(op); }
+  strataRedOp_t createPreMulSum(double scalar, int64_t intScalar) override {
+    return redOps_.createPreMulSum(scalar, intScalar);
+  }
+  void destroyRedOp(strataRedOp_t op) override { redOps_.destroy(op); }
 
   /// The algorithm the selector would use (or STRATA_ALGO forces) for this call, with the cost model's
   /// predicted time (0 where the model has none).

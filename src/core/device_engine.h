@@ -19,6 +19,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "collectives/plan.h"
@@ -47,8 +48,8 @@ class DeviceEngine {
   /// rank's buffers, so they can be freed. Without it (abort, a failed peer) the destructor leaks them rather
   /// than free memory a peer's kernel may still read. This makes destroy collective once the IPC path was used.
   void quiesce();
-  /// Called by the communicator's abort, from any thread: aborts the sub-communicators of hierarchical calls, so a
-  /// call waiting in one returns.
+  /// Called by the communicator's abort and revoke, from any thread: aborts the sub-communicators of hierarchical
+  /// calls, so a call waiting in one returns.
   void abortSubgroups();
 
  private:
@@ -220,6 +221,9 @@ class DeviceEngine {
   void* hierLocalDone_ = nullptr;                // recorded on the caller's stream after a piece's reduce-scatter
   void* hierCrossDone_[2] = {nullptr, nullptr};  // recorded on hierStream_ after a piece's cross-host all-reduce
   bool hierNoted_ = false;
+  // PreMulSum ops of hierLocal_ for pre-scaled calls (Avg of a float type, PreMulSum): (scalar, integer scalar, op),
+  // the most recently used last; at most kHierOps, the oldest destroyed beyond.
+  std::vector<std::tuple<double, int64_t, strataRedOp_t>> hierOps_;
 };
 
 }  // namespace strata

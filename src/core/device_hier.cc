@@ -6,10 +6,12 @@
 //   2. all-reduce of shard l among the H ranks with local index l, one per host (staged through pinned host memory,
 //      on the engine's own stream): every rank holds the global sum of its shard;
 //   3. all-gather among this host's ranks (the executor, on the caller's stream), in place.
+// Avg of a float type and PreMulSum pre-multiply in phase 1 (by this communicator's scalar) and sum after it.
 // Each phase is a call on a sub-communicator (HostSide::subgroup): the host's ranks, and the ranks with this rank's
 // place on every host. A large call is cut into pieces that pipeline: while piece k crosses the network, the caller's
 // stream reduce-scatters piece k + 1 and then all-gathers piece k - 1; events order the two streams.
 #include <algorithm>
+#include <tuple>
 
 #include "core/device_engine.h"
 #include "core/device_engine_detail.h"
@@ -26,6 +28,7 @@ namespace {
 
 constexpr size_t kHierChunksPerPiece = 4;  // a piece's shard is staged in this many STRATA_GPU_STAGE_CHUNK_BYTES chunks
 constexpr size_t kHierMaxPieces = 64;
+constexpr size_t kHierOps = 16;  // PreMulSum ops kept on the host's sub-communicator
 
 }  // namespace
 
@@ -35,10 +38,9 @@ std::string DeviceEngine::hierRefusal(const CollCall& c) const {
   if (hierState_ == HierState::kOff) return "the hierarchical device path could not be set up on this communicator";
   if (c.kind != CollKind::kAllReduce) return strprintf("%s across hosts is staged whole", collName(c.kind));
   if (c.count == 0) return "a call of 0 elements has nothing to run";
-  // Avg and PreMulSum scale by the whole communicator's size or scalar: the phases, each over some of the ranks,
-  // would scale by theirs.
-  if (static_cast<int>(c.op) >= static_cast<int>(strataAvg))
-    return strprintf("op %s across hosts is staged whole", c.op == strataAvg ? "avg" : "PreMulSum");
+  // Avg of a float type and PreMulSum pre-multiply each rank's input by this communicator's scalar, which the first
+  // phase does (a PreMulSum of the host's sub-communicator). An integer Avg divides the whole sum, which no phase has.
+  if (host_.effectiveOp(c.op, c.dtype).postDiv != 1) return "an integer avg across hosts is staged whole";
   if (hierHostRanks_ < 2)
     return hierHostRanks_ == 0 ? "the hosts have different numbers of ranks" : "one rank per host";
   return {};
@@ -117,9 +119,28 @@ void DeviceEngine::enqueueHier(const CollCall& c, void* stream) {
   for (size_t lo = 0; lo < whole; lo += per) spans.emplace_back(lo, std::min(per, whole - lo));
   if (whole < c.count) spans.emplace_back(whole, c.count - whole);
 
+  // The ops: the first phase pre-multiplies as this communicator would (Avg: by 1/n, not 1/L); the cross-host phase
+  // sums (or takes the max, ...) what it did.
+  const EffectiveOp eff = host_.effectiveOp(c.op, c.dtype);
+  const auto crossOp = static_cast<strataRedOp_t>(eff.kind);
+  strataRedOp_t localOp = crossOp;
+  if (eff.preScale) {
+    const auto same = [&](const auto& t) { return std::get<0>(t) == eff.preMul && std::get<1>(t) == eff.preMulInt; };
+    auto it = std::find_if(hierOps_.begin(), hierOps_.end(), same);
+    if (it != hierOps_.end()) {
+      std::rotate(it, it + 1, hierOps_.end());  // most recently used last
+    } else {
+      if (hierOps_.size() == kHierOps) {
+        hierLocal_->destroyRedOp(std::get<2>(hierOps_.front()));
+        hierOps_.erase(hierOps_.begin());
+      }
+      hierOps_.emplace_back(eff.preMul, eff.preMulInt, hierLocal_->createPreMulSum(eff.preMul, eff.preMulInt));
+    }
+    localOp = std::get<2>(hierOps_.back());
+  }
   auto call = [&](const std::shared_ptr<HostSide>& comm, CollKind kind, const void* send, void* recv, size_t count,
                   void* st) {
-    CollCall p{kind, send, recv, count, c.dtype, c.op, 0, -1};
+    CollCall p{kind, send, recv, count, c.dtype, comm == hierLocal_ ? localOp : crossOp, 0, -1};
     p.device = true;
     p.stream = st;
     comm->runDevice(std::span<const CollCall>(&p, 1));

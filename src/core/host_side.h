@@ -50,6 +50,9 @@ class HostSide {
   /// Collective over this communicator: a communicator of the ranks passing the same `color`, ordered by `key` (as
   /// strataCommSplit). A failure of the child becomes this communicator's failure too.
   virtual std::shared_ptr<HostSide> subgroup(int color, int key) = 0;
+  /// A PreMulSum op of this communicator (strataRedOpCreatePreMulSum; local, not collective), and its destruction.
+  virtual strataRedOp_t createPreMulSum(double scalar, int64_t intScalar) = 0;
+  virtual void destroyRedOp(strataRedOp_t op) = 0;
   /// Enqueues validated device-buffer calls (one group, one stream) on this communicator's own device engine.
   virtual void runDevice(std::span<const CollCall> calls) = 0;
   /// Collective teardown (after its device work finished), or teardown without waiting for peers.

@@ -1345,25 +1345,30 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
     strataDataType_t dt;
     strataRedOp_t op;
   };
-  const Combo combos[] = {{strataFloat32, strataSum},
-                          {strataInt32, strataMax},
-                          {strataBfloat16, strataMin},
-                          {strataFloat32, strataProd},
-                          {strataInt64, strataAvg}};  // Avg: staged whole (scaled by the whole communicator)
+  // Avg of a float type and PreMulSum (a scalar per rank) pre-multiply in the first phase; an integer Avg is staged
+  // whole (it divides the whole sum). Float Avg only where 1/n is exact (n = 4): the phases sum in another order.
+  const Combo combos[] = {{strataFloat32, strataSum},  {strataInt32, strataMax},    {strataBfloat16, strataMin},
+                          {strataFloat32, strataProd}, {strataInt64, strataAvg},    {strataFloat32, strataAvg},
+                          {strataBfloat16, strataAvg}, {strataFloat32, kPreMulSum}, {strataInt32, kPreMulSum}};
   // Two hosts, ranks interleaved; three hosts of two in blocks.
   for (const std::vector<int>& hostOf : {std::vector<int>{0, 1, 0, 1}, std::vector<int>{0, 0, 1, 1, 2, 2}}) {
     const int n = static_cast<int>(hostOf.size());
     const int launchesBefore = f.api.executorLaunches.load();
     std::atomic<int> wrong{0};
     onConfiguredRanks(hostConfigs(hostOf), [&](int r, CommImpl& comm) {
-      for (size_t count : {size_t{1}, size_t{3}, size_t{4096}, size_t{70001}})
+      for (size_t count : {size_t{1}, size_t{3}, size_t{4096}, size_t{20001}})
         for (const Combo& c : combos)
-          for (bool inPlace : {false, true})
-            if (!deviceAllReduceMatchesHost(comm, r, count, c.dt, c.op, inPlace)) {
+          for (bool inPlace : {false, true}) {
+            if (c.op == strataAvg && dtypeIsFloat(c.dt) && n != 4) continue;
+            const strataRedOp_t op =
+                c.op == kPreMulSum ? comm.createPreMulSum(0.5 + r, 3 - 2 * static_cast<int64_t>(r)) : c.op;
+            if (!deviceAllReduceMatchesHost(comm, r, count, c.dt, op, inPlace)) {
               ++wrong;
               ADD_FAILURE() << "rank " << r << " of " << n << ": count " << count << " " << dtypeName(c.dt) << " op "
                             << c.op << (inPlace ? " in place" : " out of place");
             }
+            if (op != c.op) comm.destroyRedOp(op);
+          }
       EXPECT_EQ(comm.asyncError(), strataSuccess) << "rank " << r;
     });
     EXPECT_EQ(wrong.load(), 0);
@@ -1375,7 +1380,8 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
   constexpr size_t kCount = 70000;  // 35000 floats of shard per rank: 35 pieces of 4 KiB
   constexpr int n = 4;
   std::vector<std::vector<float>> in(n, std::vector<float>(kCount)), out(n, std::vector<float>(kCount));
-  size_t bytesBefore = 0, bytesAfter = 0;
+  std::vector<std::vector<float>> avg(n, std::vector<float>(kCount));
+  size_t bytesBefore = 0, bytesAfter = 0, avgBytesBefore = 0, avgBytesAfter = 0;
   onConfiguredRanks(hostConfigs({0, 1, 0, 1}), [&](int r, CommImpl& comm) {
     for (size_t i = 0; i < kCount; ++i) in[r][i] = static_cast<float>(valueOf(r, i));
     CollCall d{CollKind::kAllReduce, in[r].data(), out[r].data(), kCount, strataFloat32, strataSum, 0, -1};
@@ -1394,13 +1400,28 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
       bytesAfter = f.api.copiedBytes.load();
       f.api.logging = false;
     }
+    comm.barrier();
+    // A float Avg (pre-multiplied by 1/4 in the host phase) crosses as its shard too.
+    d.op = strataAvg;
+    d.recvbuff = avg[r].data();
+    comm.runDevice(std::span<const CollCall>(&d, 1));
+    comm.barrier();
+    if (r == 0) avgBytesBefore = f.api.copiedBytes.load();
+    comm.barrier();
+    comm.runDevice(std::span<const CollCall>(&d, 1));
+    comm.barrier();
+    if (r == 0) avgBytesAfter = f.api.copiedBytes.load();
   });
   unsetenv("STRATA_GPU_STAGE_CHUNK_BYTES");
   for (int r = 0; r < n; ++r)
-    for (size_t i = 0; i < kCount; ++i)
-      ASSERT_EQ(out[r][i], static_cast<float>(valueOf(0, i) + valueOf(1, i) + valueOf(2, i) + valueOf(3, i)));
+    for (size_t i = 0; i < kCount; ++i) {
+      const double sum = valueOf(0, i) + valueOf(1, i) + valueOf(2, i) + valueOf(3, i);
+      ASSERT_EQ(out[r][i], static_cast<float>(sum));
+      ASSERT_EQ(avg[r][i], static_cast<float>(sum / 4));
+    }
   EXPECT_EQ(bytesAfter - bytesBefore, n * 2 * (kCount / 2) * sizeof(float))
       << "each rank stages its half of the call (in and out), not all of it";
+  EXPECT_EQ(avgBytesAfter - avgBytesBefore, n * 2 * (kCount / 2) * sizeof(float)) << "avg: staged whole";
   // The pipeline, on each rank's stream: the reduce-scatter of piece 1 is launched before the stream waits for
   // piece 0's cross-host phase (an event recorded on another stream), and the shards cross on other streams.
   for (int r = 0; r < n; ++r) {
