@@ -1092,12 +1092,14 @@ Config gpuTestConfig() {
   return c;
 }
 
-// A device all-reduce through the engine and the same on the host; true if both succeed and agree.
-bool deviceMatchesHost(CommImpl& comm, int r, size_t count, strataRedOp_t op, strataDataType_t dt = strataFloat32) {
+// A device all-reduce through the engine (in place or not) and the same on the host; true if both succeed and agree.
+bool deviceMatchesHost(CommImpl& comm, int r, size_t count, strataRedOp_t op, strataDataType_t dt = strataFloat32,
+                       bool inPlace = false) {
   const size_t es = dtypeSize(dt);
   std::vector<char> in(count * es), dev(count * es), host(count * es);
   for (size_t i = 0; i < count; ++i) storeFromDouble(in.data(), i, dt, valueOf(r, i));
-  CollCall d{CollKind::kAllReduce, in.data(), dev.data(), count, dt, op, 0, -1};
+  if (inPlace) dev = in;
+  CollCall d{CollKind::kAllReduce, inPlace ? dev.data() : in.data(), dev.data(), count, dt, op, 0, -1};
   d.device = true;
   d.stream = stream(r);
   CollCall h{CollKind::kAllReduce, in.data(), host.data(), count, dt, op, 0, -1};
@@ -1318,22 +1320,6 @@ std::vector<Config> hostConfigs(const std::vector<int>& hostOf) {
   return configs;
 }
 
-// A device all-reduce and the same on the host, in place or not; true if both succeed and agree.
-bool deviceAllReduceMatchesHost(CommImpl& comm, int r, size_t count, strataDataType_t dt, strataRedOp_t op,
-                                bool inPlace) {
-  const size_t es = dtypeSize(dt);
-  std::vector<char> in(count * es), dev(count * es), host(count * es);
-  for (size_t i = 0; i < count; ++i) storeFromDouble(in.data(), i, dt, valueOf(r, i));
-  if (inPlace) dev = in;
-  CollCall d{CollKind::kAllReduce, inPlace ? dev.data() : in.data(), dev.data(), count, dt, op, 0, -1};
-  d.device = true;
-  d.stream = stream(r);
-  CollCall h{CollKind::kAllReduce, in.data(), host.data(), count, dt, op, 0, -1};
-  comm.runDevice(std::span<const CollCall>(&d, 1));
-  comm.run(std::span<const CollCall>(&h, 1));
-  return dev == host;
-}
-
 // Across hosts of L ranks each, a device all-reduce runs its intra-host phases (reduce-scatter, all-gather) in the
 // executor and stages only each rank's 1/L shard between hosts, in pieces that pipeline: bit for bit the host path's
 // result (small integers, exact in any order), for counts below L, not divisible by L and of many pieces.
@@ -1362,7 +1348,7 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
             if (c.op == strataAvg && dtypeIsFloat(c.dt) && n != 4) continue;
             const strataRedOp_t op =
                 c.op == kPreMulSum ? comm.createPreMulSum(0.5 + r, 3 - 2 * static_cast<int64_t>(r)) : c.op;
-            if (!deviceAllReduceMatchesHost(comm, r, count, c.dt, op, inPlace)) {
+            if (!deviceMatchesHost(comm, r, count, op, c.dt, inPlace)) {
               ++wrong;
               ADD_FAILURE() << "rank " << r << " of " << n << ": count " << count << " " << dtypeName(c.dt) << " op "
                             << c.op << (inPlace ? " in place" : " out of place");
@@ -1381,36 +1367,35 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
   constexpr int n = 4;
   std::vector<std::vector<float>> in(n, std::vector<float>(kCount)), out(n, std::vector<float>(kCount));
   std::vector<std::vector<float>> avg(n, std::vector<float>(kCount));
-  size_t bytesBefore = 0, bytesAfter = 0, avgBytesBefore = 0, avgBytesAfter = 0;
+  size_t sumBytes = 0, avgBytes = 0;  // copied through host memory by the second of two calls (all ranks)
   onConfiguredRanks(hostConfigs({0, 1, 0, 1}), [&](int r, CommImpl& comm) {
     for (size_t i = 0; i < kCount; ++i) in[r][i] = static_cast<float>(valueOf(r, i));
+    // A warm-up call, then the measured one (the sum's stream operations logged); rank 0 reads the counters between
+    // barriers.
+    auto measure = [&](CollCall d, bool log, size_t* bytes) {
+      comm.runDevice(std::span<const CollCall>(&d, 1));
+      comm.barrier();
+      if (r == 0) {
+        *bytes = f.api.copiedBytes.load();
+        f.api.logging = log;
+      }
+      comm.barrier();
+      comm.runDevice(std::span<const CollCall>(&d, 1));
+      comm.barrier();
+      if (r == 0) {
+        *bytes = f.api.copiedBytes.load() - *bytes;
+        f.api.logging = false;
+      }
+      comm.barrier();
+    };
     CollCall d{CollKind::kAllReduce, in[r].data(), out[r].data(), kCount, strataFloat32, strataSum, 0, -1};
     d.device = true;
     d.stream = stream(r);
-    comm.runDevice(std::span<const CollCall>(&d, 1));
-    comm.barrier();
-    if (r == 0) {
-      bytesBefore = f.api.copiedBytes.load();
-      f.api.logging = true;
-    }
-    comm.barrier();
-    comm.runDevice(std::span<const CollCall>(&d, 1));
-    comm.barrier();
-    if (r == 0) {
-      bytesAfter = f.api.copiedBytes.load();
-      f.api.logging = false;
-    }
-    comm.barrier();
+    measure(d, true, &sumBytes);
     // A float Avg (pre-multiplied by 1/4 in the host phase) crosses as its shard too.
     d.op = strataAvg;
     d.recvbuff = avg[r].data();
-    comm.runDevice(std::span<const CollCall>(&d, 1));
-    comm.barrier();
-    if (r == 0) avgBytesBefore = f.api.copiedBytes.load();
-    comm.barrier();
-    comm.runDevice(std::span<const CollCall>(&d, 1));
-    comm.barrier();
-    if (r == 0) avgBytesAfter = f.api.copiedBytes.load();
+    measure(d, false, &avgBytes);
   });
   unsetenv("STRATA_GPU_STAGE_CHUNK_BYTES");
   for (int r = 0; r < n; ++r)
@@ -1419,9 +1404,9 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
       ASSERT_EQ(out[r][i], static_cast<float>(sum));
       ASSERT_EQ(avg[r][i], static_cast<float>(sum / 4));
     }
-  EXPECT_EQ(bytesAfter - bytesBefore, n * 2 * (kCount / 2) * sizeof(float))
+  EXPECT_EQ(sumBytes, n * 2 * (kCount / 2) * sizeof(float))
       << "each rank stages its half of the call (in and out), not all of it";
-  EXPECT_EQ(avgBytesAfter - avgBytesBefore, n * 2 * (kCount / 2) * sizeof(float)) << "avg: staged whole";
+  EXPECT_EQ(avgBytes, n * 2 * (kCount / 2) * sizeof(float)) << "avg: staged whole";
   // The pipeline, on each rank's stream: the reduce-scatter of piece 1 is launched before the stream waits for
   // piece 0's cross-host phase (an event recorded on another stream), and the shards cross on other streams.
   for (int r = 0; r < n; ++r) {
@@ -1455,7 +1440,7 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossUnevenHostsIsStagedWhole) {
     const size_t before = f.api.copiedBytes.load();
     const int n = static_cast<int>(hostOf.size());
     onConfiguredRanks(hostConfigs(hostOf), [&](int r, CommImpl& comm) {
-      EXPECT_TRUE(deviceAllReduceMatchesHost(comm, r, 1001, strataFloat32, strataSum, false)) << "rank " << r;
+      EXPECT_TRUE(deviceMatchesHost(comm, r, 1001, strataSum)) << "rank " << r;
     });
     EXPECT_EQ(f.api.copiedBytes.load() - before, static_cast<size_t>(n) * 2 * 1001 * sizeof(float));
   }
