@@ -91,6 +91,11 @@ class DeviceEngine {
   /// rank's place on every host, the copy stream and its events.
   void setupHier();
   void enqueueHier(const CollCall& call, void* stream);
+  /// Reduce-scatter and all-gather: their blocks regrouped by rail in device scratch (copies on the stream), then the
+  /// host phase in the executor and the rail's phase staged, on the caller's stream.
+  void enqueueHierBlocks(const CollCall& call, void* stream, strataRedOp_t localOp, strataRedOp_t crossOp);
+  /// The PreMulSum op of hierLocal_ that pre-multiplies as `eff` does (kept, kHierOps at most).
+  strataRedOp_t hierLocalPreMul(const EffectiveOp& eff);
   // ---- device executor (device_exec.cc) ----
   /// Why these collectives do not run in the device executor (STRATA_GPU_EXECUTOR=1, one host, kinds, ...), or
   /// nothing when it does. The same on every rank for the same call.
@@ -221,6 +226,9 @@ class DeviceEngine {
   void* hierLocalDone_ = nullptr;                // recorded on the caller's stream after a piece's reduce-scatter
   void* hierCrossDone_[2] = {nullptr, nullptr};  // recorded on hierStream_ after a piece's cross-host all-reduce
   bool hierNoted_ = false;
+  std::vector<std::vector<int>> hierRails_;  // rail j: the ranks with local index j, in rank order (hierCross_'s)
+  void* hierScratch_ = nullptr;              // device: a reduce-scatter's or all-gather's blocks by rail (grown)
+  size_t hierScratchBytes_ = 0;
   // PreMulSum ops of hierLocal_ for pre-scaled calls (Avg of a float type, PreMulSum): (scalar, integer scalar, op),
   // the most recently used last; at most kHierOps, the oldest destroyed beyond.
   std::vector<std::tuple<double, int64_t, strataRedOp_t>> hierOps_;

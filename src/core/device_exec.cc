@@ -544,6 +544,7 @@ void DeviceEngine::freeExec(bool idle) {
     if (entry->devOps) api_.deviceFree(entry->devOps);
   if (execScratch_) api_.deviceFree(execScratch_);
   if (execInput_) api_.deviceFree(execInput_);
+  if (hierScratch_) api_.deviceFree(hierScratch_);
   if (execLocal_) api_.deviceFree(execLocal_);
   if (execCtlHost_) api_.hostFree(execCtlHost_);
   if (execMem_) {

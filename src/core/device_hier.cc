@@ -36,11 +36,13 @@ std::string DeviceEngine::hierRefusal(const CollCall& c) const {
   if (host_.oneHost()) return "the ranks are on one host";
   if (host_.config().gpuExecutor != 1) return "the device executor is off (STRATA_GPU_EXECUTOR=1 turns it on)";
   if (hierState_ == HierState::kOff) return "the hierarchical device path could not be set up on this communicator";
-  if (c.kind != CollKind::kAllReduce) return strprintf("%s across hosts is staged whole", collName(c.kind));
+  if (c.kind != CollKind::kAllReduce && c.kind != CollKind::kReduceScatter && c.kind != CollKind::kAllGather)
+    return strprintf("%s across hosts is staged whole", collName(c.kind));
   if (c.count == 0) return "a call of 0 elements has nothing to run";
   // Avg of a float type and PreMulSum pre-multiply each rank's input by this communicator's scalar, which the first
   // phase does (a PreMulSum of the host's sub-communicator). An integer Avg divides the whole sum, which no phase has.
-  if (host_.effectiveOp(c.op, c.dtype).postDiv != 1) return "an integer avg across hosts is staged whole";
+  if (isReducing(c.kind) && host_.effectiveOp(c.op, c.dtype).postDiv != 1)
+    return "an integer avg across hosts is staged whole";
   if (hierHostRanks_ < 2)
     return hierHostRanks_ == 0 ? "the hosts have different numbers of ranks" : "one rank per host";
   return {};
@@ -83,6 +85,10 @@ void DeviceEngine::setupHier() {
   const auto bad = std::find(all.begin(), all.end(), 0);
   if (bad == all.end()) {
     hierState_ = HierState::kOn;
+    hierRails_.assign(static_cast<size_t>(hierHostRanks_), {});
+    std::vector<int> seen(static_cast<size_t>(host_.size()), 0);  // ranks met so far per host leader
+    for (int r = 0; r < host_.size(); ++r)
+      hierRails_[static_cast<size_t>(seen[static_cast<size_t>(host_.hostLeader(r))]++)].push_back(r);
     return;
   }
   hierState_ = HierState::kOff;
@@ -101,8 +107,8 @@ void DeviceEngine::enqueueHier(const CollCall& c, void* stream) {
   if (!hierNoted_) {
     hierNoted_ = true;
     STRATA_INFO(kLogColl,
-                "rank %d: device all-reduces across %d hosts run hierarchically: reduce-scatter and all-gather among a "
-                "host's %zu ranks in the device executor, each rank's 1/%zu shard staged between hosts",
+                "rank %d: device all-reduces, reduce-scatters and all-gathers across %d hosts run hierarchically: "
+                "phases among a host's %zu ranks in the device executor, 1/%zu of the data staged between hosts",
                 host_.rank(), hierHosts_, L, L);
   }
   // Pieces of a multiple of L elements each, so that each rank's shard of a piece is staged in kHierChunksPerPiece
@@ -121,22 +127,12 @@ void DeviceEngine::enqueueHier(const CollCall& c, void* stream) {
 
   // The ops: the first phase pre-multiplies as this communicator would (Avg: by 1/n, not 1/L); the cross-host phase
   // sums (or takes the max, ...) what it did.
-  const EffectiveOp eff = host_.effectiveOp(c.op, c.dtype);
+  const EffectiveOp eff = isReducing(c.kind) ? host_.effectiveOp(c.op, c.dtype) : EffectiveOp{};
   const auto crossOp = static_cast<strataRedOp_t>(eff.kind);
-  strataRedOp_t localOp = crossOp;
-  if (eff.preScale) {
-    const auto same = [&](const auto& t) { return std::get<0>(t) == eff.preMul && std::get<1>(t) == eff.preMulInt; };
-    auto it = std::find_if(hierOps_.begin(), hierOps_.end(), same);
-    if (it != hierOps_.end()) {
-      std::rotate(it, it + 1, hierOps_.end());  // most recently used last
-    } else {
-      if (hierOps_.size() == kHierOps) {
-        hierLocal_->destroyRedOp(std::get<2>(hierOps_.front()));
-        hierOps_.erase(hierOps_.begin());
-      }
-      hierOps_.emplace_back(eff.preMul, eff.preMulInt, hierLocal_->createPreMulSum(eff.preMul, eff.preMulInt));
-    }
-    localOp = std::get<2>(hierOps_.back());
+  const strataRedOp_t localOp = eff.preScale ? hierLocalPreMul(eff) : crossOp;
+  if (c.kind != CollKind::kAllReduce) {
+    enqueueHierBlocks(c, stream, localOp, crossOp);
+    return;
   }
   auto call = [&](const std::shared_ptr<HostSide>& comm, CollKind kind, const void* send, void* recv, size_t count,
                   void* st) {
@@ -182,6 +178,72 @@ void DeviceEngine::enqueueHier(const CollCall& c, void* stream) {
   }
   check(api_.streamWaitEvent(stream, hierCrossDone_[(k - 1) % 2]), "cudaStreamWaitEvent (hierarchical all-reduce)");
   if (pending.count > 0) call(hierLocal_, CollKind::kAllGather, pending.shard, pending.out, pending.count, stream);
+}
+
+strataRedOp_t DeviceEngine::hierLocalPreMul(const EffectiveOp& eff) {
+  const auto same = [&](const auto& t) { return std::get<0>(t) == eff.preMul && std::get<1>(t) == eff.preMulInt; };
+  auto it = std::find_if(hierOps_.begin(), hierOps_.end(), same);
+  if (it != hierOps_.end()) {
+    std::rotate(it, it + 1, hierOps_.end());  // most recently used last
+  } else {
+    if (hierOps_.size() == kHierOps) {
+      hierLocal_->destroyRedOp(std::get<2>(hierOps_.front()));
+      hierOps_.erase(hierOps_.begin());
+    }
+    hierOps_.emplace_back(eff.preMul, eff.preMulInt, hierLocal_->createPreMulSum(eff.preMul, eff.preMulInt));
+  }
+  return std::get<2>(hierOps_.back());
+}
+
+// Rank o's block (o's output of a reduce-scatter, o's input of an all-gather) sits at o c in the user's buffer. Rail j
+// carries the blocks of its H members (hierRails_[j], in hierCross_'s rank order), so in the scratch the blocks go
+// rail by rail: segment j (H c elements) is rail j's blocks in that order. Then
+//   reduce-scatter: blocks -> scratch; among the host's ranks (the executor) a reduce-scatter of the L segments, in
+//     place, leaves segment l summed over the host at its place; along the rail (staged) a reduce-scatter of it
+//     leaves this rank's block summed over every host in recvbuff;
+//   all-gather: along the rail (staged) an all-gather of this rank's block fills segment l; among the host's ranks an
+//     all-gather of the segments, in place; scratch -> blocks.
+// Through host memory go H c elements in and c out (reduce-scatter) or c in and H c out (all-gather), against n c
+// and c staged whole. The copies between blocks and scratch are device copies, merged where ranks are consecutive.
+void DeviceEngine::enqueueHierBlocks(const CollCall& c, void* stream, strataRedOp_t localOp, strataRedOp_t crossOp) {
+  const size_t es = dtypeSize(c.dtype);
+  const size_t H = static_cast<size_t>(hierHosts_), L = static_cast<size_t>(hierHostRanks_);
+  const size_t l = static_cast<size_t>(hierLocal_->rank());
+  const size_t block = c.count * es;
+  growExecBuffer(&hierScratch_, &hierScratchBytes_, L * H * block);
+  char* scratch = static_cast<char*>(hierScratch_);
+  char* segment = scratch + l * H * block;
+  // Copies between the user's blocks and the scratch, one per run of consecutive ranks in a rail.
+  auto regroup = [&](bool toScratch, char* user) {
+    for (size_t j = 0; j < L; ++j) {
+      const std::vector<int>& rail = hierRails_[j];
+      for (size_t k = 0; k < H;) {
+        size_t run = 1;
+        while (k + run < H && rail[k + run] == rail[k] + static_cast<int>(run)) ++run;
+        char* u = user + static_cast<size_t>(rail[k]) * block;
+        char* sc = scratch + (j * H + k) * block;
+        check(api_.memcpyAsync(toScratch ? sc : u, toScratch ? u : sc, run * block, stream),
+              "cudaMemcpyAsync (hierarchical blocks)");
+        k += run;
+      }
+    }
+  };
+  auto call = [&](const std::shared_ptr<HostSide>& comm, CollKind kind, const void* send, void* recv, size_t count,
+                  strataRedOp_t op) {
+    CollCall p{kind, send, recv, count, c.dtype, op, 0, -1};
+    p.device = true;
+    p.stream = stream;
+    comm->runDevice(std::span<const CollCall>(&p, 1));
+  };
+  if (c.kind == CollKind::kReduceScatter) {
+    regroup(true, const_cast<char*>(static_cast<const char*>(c.sendbuff)));
+    call(hierLocal_, CollKind::kReduceScatter, scratch, segment, H * c.count, localOp);
+    call(hierCross_, CollKind::kReduceScatter, segment, c.recvbuff, c.count, crossOp);
+  } else {
+    call(hierCross_, CollKind::kAllGather, c.sendbuff, segment, c.count, crossOp);
+    call(hierLocal_, CollKind::kAllGather, segment, scratch, H * c.count, localOp);
+    regroup(false, static_cast<char*>(c.recvbuff));
+  }
 }
 
 void DeviceEngine::abortSubgroups() {

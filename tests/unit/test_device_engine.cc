@@ -131,6 +131,7 @@ class FakeCudaApi final : public CudaApi {
     note('c', st, d, s);
     ++copies;
     copiedBytes += n;
+    if (pinned(d) || pinned(s)) stagedBytes += n;
     std::memmove(d, s, n);
     return 0;
   }
@@ -158,13 +159,20 @@ class FakeCudaApi final : public CudaApi {
     }
     return e;
   }
-  bool onDevice(const void* q) {
-    std::lock_guard<std::mutex> lk(regionMu);
+  static bool inRegions(const std::map<uintptr_t, size_t>& regions, const void* q) {
     const auto a = reinterpret_cast<uintptr_t>(q);
-    auto it = deviceRegions.upper_bound(a);
-    if (it == deviceRegions.begin()) return false;
+    auto it = regions.upper_bound(a);
+    if (it == regions.begin()) return false;
     --it;
     return a < it->first + it->second;
+  }
+  bool onDevice(const void* q) {
+    std::lock_guard<std::mutex> lk(regionMu);
+    return inRegions(deviceRegions, q);
+  }
+  bool pinned(const void* q) {  // in pinned host memory (cudaHostAlloc)
+    std::lock_guard<std::mutex> lk(regionMu);
+    return inRegions(hostRegions, q);
   }
   int deviceFree(void* p) override {
     {
@@ -177,9 +185,19 @@ class FakeCudaApi final : public CudaApi {
   int hostAllocMapped(void** h, void** d, size_t n) override {
     const int e = allocate(h, n);
     *d = *h;
+    if (e == 0) {
+      std::lock_guard<std::mutex> lk(regionMu);
+      hostRegions[reinterpret_cast<uintptr_t>(*h)] = n;
+    }
     return e;
   }
-  int hostFree(void* p) override { return deviceFree(p); }
+  int hostFree(void* p) override {
+    {
+      std::lock_guard<std::mutex> lk(regionMu);
+      hostRegions.erase(reinterpret_cast<uintptr_t>(p));
+    }
+    return deviceFree(p);
+  }
   // One address space: the handle is the pointer. The handle travels through the bootstrap's sockets, which
   // ThreadSanitizer does not follow: the owner's writes before it made the handle come before the opener's
   // accesses, and it is told so (util/tsan.h), as the CUDA driver orders them on a GPU.
@@ -264,11 +282,11 @@ class FakeCudaApi final : public CudaApi {
   std::atomic<bool> logging{false};
   std::mutex logMu;
   std::vector<StreamOp> opLog;
-  std::atomic<size_t> copiedBytes{0};
+  std::atomic<size_t> copiedBytes{0}, stagedBytes{0};  // all copies; those to or from pinned host memory
   std::atomic<int> copies{0}, reduces{0}, maxSources{0}, ipcOpens{0}, executorLaunches{0}, maxLanes{0};
   std::atomic<int> lanesOpsOnDevice{0}, lanesOpsMapped{0};  // launched lanes whose ops were in device memory, or not
   std::mutex regionMu;
-  std::map<uintptr_t, size_t> deviceRegions;
+  std::map<uintptr_t, size_t> deviceRegions, hostRegions;
   uint32_t execThreads = 2;
   std::atomic<bool> failIpcOpen{false};
   std::atomic<bool> multiDevice{false}, stuck{false};
@@ -1320,10 +1338,38 @@ std::vector<Config> hostConfigs(const std::vector<int>& hostOf) {
   return configs;
 }
 
+// A device reduce-scatter or all-gather of `count` per rank through the engine (in place as NCCL lays it out, or not)
+// and the same on the host; true if both succeed and agree.
+bool deviceBlocksMatchHost(CommImpl& comm, int r, CollKind kind, size_t count, strataRedOp_t op, strataDataType_t dt,
+                           bool inPlace) {
+  const size_t es = dtypeSize(dt), n = static_cast<size_t>(comm.size()), ur = static_cast<size_t>(r);
+  const size_t sendN = kind == CollKind::kReduceScatter ? count * n : count;
+  const size_t recvN = kind == CollKind::kAllGather ? count * n : count;
+  const size_t areaN = std::max(sendN, recvN);
+  std::vector<char> dev(2 * areaN * es), host(2 * areaN * es);
+  auto issue = [&](std::vector<char>& a, bool device) {
+    char* send = inPlace ? a.data() : a.data() + areaN * es;
+    char* recv = a.data();
+    if (inPlace && kind == CollKind::kAllGather) send = a.data() + ur * count * es;
+    if (inPlace && kind == CollKind::kReduceScatter) recv = a.data() + ur * count * es;
+    for (size_t i = 0; i < sendN; ++i) storeFromDouble(send, i, dt, valueOf(r, i));
+    CollCall c{kind, send, recv, count, dt, op, 0, -1};
+    c.device = device;
+    c.stream = device ? stream(r) : nullptr;
+    if (device) comm.runDevice(std::span<const CollCall>(&c, 1));
+    else comm.run(std::span<const CollCall>(&c, 1));
+    return recv;
+  };
+  const char* d = issue(dev, true);
+  const char* h = issue(host, false);
+  return std::memcmp(d, h, recvN * es) == 0;
+}
+
 // Across hosts of L ranks each, a device all-reduce runs its intra-host phases (reduce-scatter, all-gather) in the
-// executor and stages only each rank's 1/L shard between hosts, in pieces that pipeline: bit for bit the host path's
-// result (small integers, exact in any order), for counts below L, not divisible by L and of many pieces.
-TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
+// executor and stages only each rank's 1/L shard between hosts, in pieces that pipeline; a reduce-scatter and an
+// all-gather regroup their blocks by rail and stage only the rail's part. Bit for bit the host path's result (small
+// integers, exact in any order), for counts below L, not divisible by L and of many pieces.
+TEST(DeviceEngine, ExecutorAcrossHostsStagesOnlyTheShard) {
   Fixture f;
   ExecutorOn on;
   setenv("STRATA_GPU_STAGE_CHUNK_BYTES", "1024", 1);  // 4 KiB of shard per piece: many pieces
@@ -1342,19 +1388,25 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
     const int launchesBefore = f.api.executorLaunches.load();
     std::atomic<int> wrong{0};
     onConfiguredRanks(hostConfigs(hostOf), [&](int r, CommImpl& comm) {
-      for (size_t count : {size_t{1}, size_t{3}, size_t{4096}, size_t{20001}})
-        for (const Combo& c : combos)
-          for (bool inPlace : {false, true}) {
-            if (c.op == strataAvg && dtypeIsFloat(c.dt) && n != 4) continue;
-            const strataRedOp_t op =
-                c.op == kPreMulSum ? comm.createPreMulSum(0.5 + r, 3 - 2 * static_cast<int64_t>(r)) : c.op;
-            if (!deviceMatchesHost(comm, r, count, op, c.dt, inPlace)) {
-              ++wrong;
-              ADD_FAILURE() << "rank " << r << " of " << n << ": count " << count << " " << dtypeName(c.dt) << " op "
-                            << c.op << (inPlace ? " in place" : " out of place");
+      for (CollKind kind : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather})
+        for (size_t count : {size_t{1}, size_t{3}, size_t{4096}, size_t{20001}})
+          for (const Combo& c : combos)
+            for (bool inPlace : {false, true}) {
+              if (c.op == strataAvg && dtypeIsFloat(c.dt) && n != 4) continue;
+              if (kind == CollKind::kAllGather && c.op != strataSum && c.op != strataMax && c.op != strataMin) continue;
+              if (kind != CollKind::kAllReduce && count == 20001 && c.dt != strataFloat32) continue;
+              const strataRedOp_t op =
+                  c.op == kPreMulSum ? comm.createPreMulSum(0.5 + r, 3 - 2 * static_cast<int64_t>(r)) : c.op;
+              const bool same = kind == CollKind::kAllReduce
+                                    ? deviceMatchesHost(comm, r, count, op, c.dt, inPlace)
+                                    : deviceBlocksMatchHost(comm, r, kind, count, op, c.dt, inPlace);
+              if (!same) {
+                ++wrong;
+                ADD_FAILURE() << collName(kind) << " rank " << r << " of " << n << ": count " << count << " "
+                              << dtypeName(c.dt) << " op " << c.op << (inPlace ? " in place" : " out of place");
+              }
+              if (op != c.op) comm.destroyRedOp(op);
             }
-            if (op != c.op) comm.destroyRedOp(op);
-          }
       EXPECT_EQ(comm.asyncError(), strataSuccess) << "rank " << r;
     });
     EXPECT_EQ(wrong.load(), 0);
@@ -1367,7 +1419,10 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
   constexpr int n = 4;
   std::vector<std::vector<float>> in(n, std::vector<float>(kCount)), out(n, std::vector<float>(kCount));
   std::vector<std::vector<float>> avg(n, std::vector<float>(kCount));
-  size_t sumBytes = 0, avgBytes = 0;  // copied through host memory by the second of two calls (all ranks)
+  // Copied to or from pinned host memory by the second of two calls (all ranks).
+  size_t sumBytes = 0, avgBytes = 0, rsBytes = 0, agBytes = 0;
+  constexpr size_t kBlock = 5000;
+  std::vector<std::vector<float>> blocks(n, std::vector<float>(n * kBlock));
   onConfiguredRanks(hostConfigs({0, 1, 0, 1}), [&](int r, CommImpl& comm) {
     for (size_t i = 0; i < kCount; ++i) in[r][i] = static_cast<float>(valueOf(r, i));
     // A warm-up call, then the measured one (the sum's stream operations logged); rank 0 reads the counters between
@@ -1376,14 +1431,14 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
       comm.runDevice(std::span<const CollCall>(&d, 1));
       comm.barrier();
       if (r == 0) {
-        *bytes = f.api.copiedBytes.load();
+        *bytes = f.api.stagedBytes.load();
         f.api.logging = log;
       }
       comm.barrier();
       comm.runDevice(std::span<const CollCall>(&d, 1));
       comm.barrier();
       if (r == 0) {
-        *bytes = f.api.copiedBytes.load() - *bytes;
+        *bytes = f.api.stagedBytes.load() - *bytes;
         f.api.logging = false;
       }
       comm.barrier();
@@ -1396,6 +1451,13 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
     d.op = strataAvg;
     d.recvbuff = avg[r].data();
     measure(d, false, &avgBytes);
+    // A reduce-scatter and an all-gather of kBlock per rank: H kBlock in and kBlock out, or the reverse.
+    d = CollCall{CollKind::kReduceScatter, in[r].data(), blocks[r].data(), kBlock, strataFloat32, strataSum, 0, -1};
+    d.device = true;
+    d.stream = stream(r);
+    measure(d, false, &rsBytes);
+    d.kind = CollKind::kAllGather;
+    measure(d, false, &agBytes);
   });
   unsetenv("STRATA_GPU_STAGE_CHUNK_BYTES");
   for (int r = 0; r < n; ++r)
@@ -1407,6 +1469,9 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
   EXPECT_EQ(sumBytes, n * 2 * (kCount / 2) * sizeof(float))
       << "each rank stages its half of the call (in and out), not all of it";
   EXPECT_EQ(avgBytes, n * 2 * (kCount / 2) * sizeof(float)) << "avg: staged whole";
+  // Staged whole: n + 1 blocks per rank. Hierarchically: H + 1 = 3.
+  EXPECT_EQ(rsBytes, n * 3 * kBlock * sizeof(float)) << "reduce-scatter: more than the rail's blocks staged";
+  EXPECT_EQ(agBytes, n * 3 * kBlock * sizeof(float)) << "all-gather: more than the rail's blocks staged";
   // The pipeline, on each rank's stream: the reduce-scatter of piece 1 is launched before the stream waits for
   // piece 0's cross-host phase (an event recorded on another stream), and the shards cross on other streams.
   for (int r = 0; r < n; ++r) {
@@ -1432,23 +1497,29 @@ TEST(DeviceEngine, ExecutorAllReduceAcrossHostsStagesOnlyTheShard) {
   }
 }
 
-// Hosts with different numbers of ranks, or one rank per host: every device all-reduce is staged whole, and right.
-TEST(DeviceEngine, ExecutorAllReduceAcrossUnevenHostsIsStagedWhole) {
+// Hosts with different numbers of ranks, or one rank per host: device all-reduces, reduce-scatters and all-gathers are
+// staged whole, and right.
+TEST(DeviceEngine, ExecutorAcrossUnevenHostsIsStagedWhole) {
   Fixture f;
   ExecutorOn on;
   for (const std::vector<int>& hostOf : {std::vector<int>{0, 0, 1}, std::vector<int>{0, 1}}) {
-    const size_t before = f.api.copiedBytes.load();
+    const size_t before = f.api.stagedBytes.load();
     const int n = static_cast<int>(hostOf.size());
     onConfiguredRanks(hostConfigs(hostOf), [&](int r, CommImpl& comm) {
       EXPECT_TRUE(deviceMatchesHost(comm, r, 1001, strataSum)) << "rank " << r;
+      EXPECT_TRUE(deviceBlocksMatchHost(comm, r, CollKind::kReduceScatter, 7, strataSum, strataFloat32, false));
+      EXPECT_TRUE(deviceBlocksMatchHost(comm, r, CollKind::kAllGather, 7, strataSum, strataFloat32, true));
     });
-    EXPECT_EQ(f.api.copiedBytes.load() - before, static_cast<size_t>(n) * 2 * 1001 * sizeof(float));
+    // The all-reduce's 1001 floats in and out; the reduce-scatter's n + 1 blocks; the in-place all-gather's n blocks
+    // in (its send block lies inside them) and out.
+    EXPECT_EQ(f.api.stagedBytes.load() - before,
+              static_cast<size_t>(n) * (2 * 1001 + (n + 1) * 7 + 2 * n * 7) * sizeof(float));
   }
 }
 
 // strataCommAbort ends a hierarchical call that waits for a peer that never comes: the ranks whose phases wait on it,
 // in the host's executor kernel or in the cross-host phase, return within 2 s of the abort.
-TEST(DeviceEngine, ExecutorAllReduceAcrossHostsLeavesOnAbort) {
+TEST(DeviceEngine, ExecutorAcrossHostsLeavesOnAbort) {
   Fixture f;
   ExecutorOn on;
   constexpr int n = 4;
