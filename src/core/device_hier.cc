@@ -95,8 +95,8 @@ void DeviceEngine::setupHier() {
   if (why.empty())
     why = strprintf("rank %d could not set it up (its log says why)", static_cast<int>(bad - all.begin()));
   STRATA_WARN(kLogColl,
-              "rank %d: hierarchical device all-reduce across hosts off (%s); device all-reduces across hosts are "
-              "staged whole through host memory, which is slower",
+              "rank %d: hierarchical device collectives across hosts off (%s); device all-reduces, reduce-scatters "
+              "and all-gathers across hosts are staged whole through host memory, which is slower",
               me, why.c_str());
 }
 
@@ -110,6 +110,15 @@ void DeviceEngine::enqueueHier(const CollCall& c, void* stream) {
                 "rank %d: device all-reduces, reduce-scatters and all-gathers across %d hosts run hierarchically: "
                 "phases among a host's %zu ranks in the device executor, 1/%zu of the data staged between hosts",
                 host_.rank(), hierHosts_, L, L);
+  }
+  // The ops: the first phase pre-multiplies as this communicator would (Avg: by 1/n, not 1/L); the cross-host phase
+  // sums (or takes the max, ...) what it did.
+  const EffectiveOp eff = isReducing(c.kind) ? host_.effectiveOp(c.op, c.dtype) : EffectiveOp{};
+  const auto crossOp = static_cast<strataRedOp_t>(eff.kind);
+  const strataRedOp_t localOp = eff.preScale ? hierLocalPreMul(eff) : crossOp;
+  if (c.kind != CollKind::kAllReduce) {
+    enqueueHierBlocks(c, stream, localOp, crossOp);
+    return;
   }
   // Pieces of a multiple of L elements each, so that each rank's shard of a piece is staged in kHierChunksPerPiece
   // chunks, then the last count mod L elements as a piece of their own; the same on every rank (count, dtype and the
@@ -125,15 +134,6 @@ void DeviceEngine::enqueueHier(const CollCall& c, void* stream) {
   for (size_t lo = 0; lo < whole; lo += per) spans.emplace_back(lo, std::min(per, whole - lo));
   if (whole < c.count) spans.emplace_back(whole, c.count - whole);
 
-  // The ops: the first phase pre-multiplies as this communicator would (Avg: by 1/n, not 1/L); the cross-host phase
-  // sums (or takes the max, ...) what it did.
-  const EffectiveOp eff = isReducing(c.kind) ? host_.effectiveOp(c.op, c.dtype) : EffectiveOp{};
-  const auto crossOp = static_cast<strataRedOp_t>(eff.kind);
-  const strataRedOp_t localOp = eff.preScale ? hierLocalPreMul(eff) : crossOp;
-  if (c.kind != CollKind::kAllReduce) {
-    enqueueHierBlocks(c, stream, localOp, crossOp);
-    return;
-  }
   auto call = [&](const std::shared_ptr<HostSide>& comm, CollKind kind, const void* send, void* recv, size_t count,
                   void* st) {
     CollCall p{kind, send, recv, count, c.dtype, comm == hierLocal_ ? localOp : crossOp, 0, -1};
