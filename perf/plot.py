@@ -25,8 +25,9 @@ from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 LATENCY_MAX_BYTES = 64 * 1024
 
 # One colour per implementation, the same in every panel.
-COLORS = {"strata": "tab:blue", "strata in-place": "tab:cyan", "mpi": "tab:orange", "gloo": "tab:green"}
-ORDER = ["strata", "strata in-place", "mpi", "gloo"]  # legend order; other baselines follow by name
+COLORS = {"strata": "tab:blue", "strata in-place": "tab:cyan", "mpi": "tab:orange", "gloo": "tab:green",
+          "oneccl": "tab:purple"}
+ORDER = ["strata", "strata in-place", "mpi", "gloo", "oneccl"]  # legend order; other baselines follow by name
 MARKERS = ["o", "s", "^", "v", "D", "x", "+", "*"]
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Strata against Open MPI and Gloo on this machine, measured in the same launch on the same buffers:
-# all-reduce, reduce-scatter and all-gather, float32 sum, 8 B to 128 MiB (factor 4), for 2 and 4 ranks.
+# Strata against Open MPI, Gloo and oneCCL (when strata-perf was built with it: scripts/install_deps.sh installs it)
+# on this machine, measured in the same launch on the same buffers: all-reduce, reduce-scatter and all-gather,
+# float32 sum, 8 B to 128 MiB (factor 4), for 2 and 4 ranks.
 # Writes perf/results/<coll>_n<N>.{txt,json} and perf/results/busbw_n<N>.png.
 #
 # Gloo 0.0~git20220518 (Debian's) hangs in gloo::allreduce at 32 MiB with 4 ranks on 2 cores (its ring
@@ -12,6 +13,8 @@ build=${1:-build}
 out=${2:-perf/results}
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+oneccl=""
+if ldd "$build/bin/strata-perf" | grep -q libccl; then oneccl=",oneccl"; fi
 perf() {  # perf N COLL TXT JSON ARGS...
   local n=$1 coll=$2 txt=$3 json=$4
   shift 4
@@ -27,10 +30,10 @@ for n in 2 4; do
     json="$out/${coll}_n${n}.json"
     : > "$txt"
     if [[ $n -le 2 ]]; then
-      perf "$n" "$coll" "$txt" "$json" -b 8 -e 128M -f 4 --baseline mpi,gloo
+      perf "$n" "$coll" "$txt" "$json" -b 8 -e 128M -f 4 --baseline "mpi,gloo$oneccl"
     else
-      perf "$n" "$coll" "$txt" "$json.small" -b 8 -e 8M -f 4 --baseline mpi,gloo
-      perf "$n" "$coll" "$txt" "$json.large" -b 32M -e 128M -f 4 --baseline mpi
+      perf "$n" "$coll" "$txt" "$json.small" -b 8 -e 8M -f 4 --baseline "mpi,gloo$oneccl"
+      perf "$n" "$coll" "$txt" "$json.large" -b 32M -e 128M -f 4 --baseline "mpi$oneccl"
       python3 - "$json.small" "$json.large" "$json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
@@ -53,7 +56,7 @@ for n in 2 4; do
   : > "$txt"
   for rep in 1 2 3; do
     cmd=(mpirun -n "$n" --oversubscribe "$build/bin/strata-perf" allreduce -b 8 -e 4K -f 4 -d float -o sum
-         -n 20000 -w 1000 -c 1 --baseline mpi --json "$out/latency_n${n}_r${rep}.json")
+         -n 20000 -w 1000 -c 1 --baseline "mpi$oneccl" --json "$out/latency_n${n}_r${rep}.json")
     echo "\$ ${cmd[*]}" | sed "s|$build/bin/||" >> "$txt"
     "${cmd[@]}" >> "$txt"
   done

@@ -44,4 +44,13 @@ if ((${#pmissing[@]})); then
   # --no-cache-dir: the torch wheel and its CUDA libraries are ~5 GB installed; a cached copy would double it.
   $PY -m pip install -q --no-cache-dir "${pmissing[@]}"
 fi
+# oneCCL, a baseline of strata-perf (--baseline oneccl), in a prefix of its own: its Intel MPI runtime brings an
+# mpiexec and a libmpi that must not shadow Open MPI's. 2021.16.2 is the newest CPU wheel that installs as published
+# (2021.17 and later need a libfabric>=2.6 that PyPI lacks, and a libccl.so.2 only the GPU wheel has).
+ONECCL_PREFIX=${ONECCL_PREFIX:-/opt/strata-deps/oneccl}
+if [[ ! -e $ONECCL_PREFIX/lib/libccl.so || ! -e $ONECCL_PREFIX/include/oneapi/ccl.hpp ]]; then
+  echo "[install_deps] pip install --prefix $ONECCL_PREFIX oneccl-cpu==2021.16.2 oneccl-cpu-devel==2021.16.2"
+  $PY -m pip install -q --no-cache-dir --prefix "$ONECCL_PREFIX" oneccl-cpu==2021.16.2 oneccl-cpu-devel==2021.16.2 ||
+    echo "[install_deps] oneCCL could not be installed: strata-perf is built without --baseline oneccl"
+fi
 echo "[install_deps] all dependencies present"

@@ -1,10 +1,32 @@
-// The registry of baselines: which were built (STRATA_PERF_WITH_MPI, STRATA_PERF_WITH_GLOO, defined by
-// CMake when it finds the library) and how to start one by name.
+// The registry of baselines: which were built (STRATA_PERF_WITH_MPI, _GLOO, _NCCL, _ONECCL, defined by CMake when
+// it finds the library) and how to start one by name; and what the baselines share.
 #include "baseline.h"
+
+#include <unistd.h>
+
+#include <cstring>
 
 namespace strata::perf {
 
-std::vector<std::string> knownBaselines() { return {"mpi", "gloo", "nccl"}; }
+void checkStrata(const BaselineSettings& settings, strataResult_t rc, const char* what) {
+  if (rc == strataSuccess) return;
+  throw BaselineError("rank " + std::to_string(settings.rank) + ": " + what + " failed: " + strataGetErrorString(rc) +
+                      ": " + strataGetLastError(settings.comm));
+}
+
+std::vector<std::string> rankHostNames(const BaselineSettings& settings) {
+  constexpr size_t kName = 256;
+  char name[kName] = {0};
+  gethostname(name, kName - 1);
+  std::vector<char> all(kName * static_cast<size_t>(settings.nranks));
+  checkStrata(settings, strataAllGather(name, all.data(), kName, strataUint8, settings.comm, nullptr),
+              "strataAllGather of host names");
+  std::vector<std::string> names;
+  for (int r = 0; r < settings.nranks; ++r) names.emplace_back(all.data() + kName * static_cast<size_t>(r));
+  return names;
+}
+
+std::vector<std::string> knownBaselines() { return {"mpi", "gloo", "nccl", "oneccl"}; }
 
 std::vector<std::string> builtBaselines() {
   std::vector<std::string> names;
@@ -16,6 +38,9 @@ std::vector<std::string> builtBaselines() {
 #endif
 #ifdef STRATA_PERF_WITH_NCCL
   names.push_back("nccl");
+#endif
+#ifdef STRATA_PERF_WITH_ONECCL
+  names.push_back("oneccl");
 #endif
   return names;
 }
@@ -29,6 +54,9 @@ std::unique_ptr<Baseline> makeBaseline(const std::string& name, const BaselineSe
 #endif
 #ifdef STRATA_PERF_WITH_NCCL
   if (name == "nccl") return makeNcclBaseline(settings);
+#endif
+#ifdef STRATA_PERF_WITH_ONECCL
+  if (name == "oneccl") return makeOnecclBaseline(settings);
 #endif
   (void)settings;
   throw BaselineError("baseline '" + name + "' is not built into this strata-perf");

@@ -1,4 +1,4 @@
-// Other libraries strata-perf times next to Strata (--baseline mpi,gloo): the same collective, on the same
+// Other libraries strata-perf times next to Strata (--baseline mpi,gloo,nccl,oneccl): the same collective, on the same
 // buffers, sizes, types, ops and ranks, checked element by element like Strata's own results, so a row
 // compares like with like and a broken baseline shows up as #wrong > 0 instead of as a fast number.
 //
@@ -67,6 +67,11 @@ struct BaselineSettings {
   bool deviceBuffers = false;            // --device: the call's buffers are CUDA device memory
 };
 
+/// Throws BaselineError naming the rank, `what` and Strata's error, unless rc is strataSuccess.
+void checkStrata(const BaselineSettings& settings, strataResult_t rc, const char* what);
+/// Every rank's host name (gethostname), in rank order; collective over settings.comm.
+std::vector<std::string> rankHostNames(const BaselineSettings& settings);
+
 /// The baselines this strata-perf was built with, e.g. {"mpi", "gloo"}.
 std::vector<std::string> builtBaselines();
 /// Every baseline strata-perf knows, built or not.
@@ -75,9 +80,10 @@ std::vector<std::string> knownBaselines();
 /// the library sees other ranks than Strata does.
 std::unique_ptr<Baseline> makeBaseline(const std::string& name, const BaselineSettings& settings);
 
-// Implemented by baseline_mpi.cc, baseline_gloo.cc and baseline_nccl.cc when they are built.
+// Implemented by baseline_mpi.cc, baseline_gloo.cc, baseline_nccl.cc and baseline_oneccl.cc when they are built.
 std::unique_ptr<Baseline> makeMpiBaseline(const BaselineSettings& settings);
 std::unique_ptr<Baseline> makeGlooBaseline(const BaselineSettings& settings);
 std::unique_ptr<Baseline> makeNcclBaseline(const BaselineSettings& settings);
+std::unique_ptr<Baseline> makeOnecclBaseline(const BaselineSettings& settings);
 
 }  // namespace strata::perf

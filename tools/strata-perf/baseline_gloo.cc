@@ -235,23 +235,11 @@ class GlooBaseline : public Baseline {
   }
 
  private:
-  void strataCheck(strataResult_t rc, const char* what) const {
-    if (rc == strataSuccess) return;
-    throw BaselineError("rank " + std::to_string(s_.rank) + ": " + what + " failed: " + strataGetErrorString(rc) +
-                        ": " + strataGetLastError(s_.comm));
-  }
+  void strataCheck(strataResult_t rc, const char* what) const { checkStrata(s_, rc, what); }
 
   bool allOnOneHost() const {
-    constexpr size_t kName = 256;
-    char name[kName] = {0};
-    gethostname(name, kName - 1);
-    std::vector<char> all(kName * static_cast<size_t>(s_.nranks));
-    strataCheck(strataAllGather(name, all.data(), kName, strataUint8, s_.comm, nullptr),
-                "strataAllGather of host names");
-    for (int r = 0; r < s_.nranks; ++r) {
-      if (std::strncmp(all.data() + kName * static_cast<size_t>(r), name, kName) != 0) return false;
-    }
-    return true;
+    const std::vector<std::string> names = rankHostNames(s_);
+    return std::all_of(names.begin(), names.end(), [&](const std::string& h) { return h == names[0]; });
   }
 
   // Loopback on one host; else STRATA_SOCKET_IFNAME, the route towards MASTER_ADDR, or the host name.

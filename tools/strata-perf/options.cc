@@ -175,7 +175,7 @@ void addBaselines(OptionParser& p) {
   const std::vector<std::string> known = knownBaselines(), built = builtBaselines();
   for (const std::string& name : splitList(p.value())) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      p.bad("unknown baseline '" + name + "' (expected a list of mpi, gloo, nccl)");
+      p.bad("unknown baseline '" + name + "' (expected a list of mpi, gloo, nccl, oneccl)");
     }
     if (std::find(built.begin(), built.end(), name) == built.end()) {
       usageError(p.label() + " " + name + ": this strata-perf was built without it (built: " + builtBaselineList() +
@@ -254,8 +254,8 @@ const OptionSpec kOptionTable[] = {
     {0, "show-wrong", kValue, "N", kStrata, "describe the first N wrong elements of each rank on stderr",
      [](OptionParser& p) { p.opt.showWrong = p.integer(0, 1 << 30, "a count >= 0"); }},
     {0, "baseline", kValue, "LIST", kStrata,
-     "also time these libraries on the same calls and buffers: mpi, gloo, nccl\n"
-     "(built here: {built}). Each adds columns time, busbw, #wrong and\n"
+     "also time these libraries on the same calls and buffers: mpi, gloo, nccl,\n"
+     "oneccl (built here: {built}). Each adds columns time, busbw, #wrong and\n"
      "\"x NAME\" (Strata's out-of-place busbw / the baseline's); n/a where the\n"
      "library lacks the type or op. mpi needs the ranks started by mpirun;\n"
      "nccl needs --device and one GPU per rank (libnccl.so.2 loaded at run time)",
