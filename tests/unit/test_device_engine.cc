@@ -1517,52 +1517,73 @@ TEST(DeviceEngine, ExecutorAcrossUnevenHostsIsStagedWhole) {
   }
 }
 
-// strataCommAbort ends a hierarchical call that waits for a peer that never comes: the ranks whose phases wait on it,
-// in the host's executor kernel or in the cross-host phase, return within 2 s of the abort.
-TEST(DeviceEngine, ExecutorAcrossHostsLeavesOnAbort) {
+// A hierarchical call that waits for a peer that never comes ends on every waiting rank, whether in a host kernel or
+// in the cross-host phase: by strataCommAbort within 2 s, or by the deadline, and then the failure of the
+// sub-communicator where it happened is the communicator's asynchronous error.
+TEST(DeviceEngine, ExecutorAcrossHostsLeavesOnAbortAndOnTheDeadline) {
   Fixture f;
   ExecutorOn on;
-  constexpr int n = 4;
-  const std::vector<Config> configs = hostConfigs({0, 1, 0, 1});
-  strataUniqueId id;
-  ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
-  const UniqueIdInfo info = decodeUniqueId(id);
-  std::vector<std::shared_ptr<CommImpl>> comms(n);
-  std::vector<double> took(n, -1);
-  std::atomic<int> ready{0};
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      strata::test::LeakExpected leaks;  // an aborted executor leaves its FIFOs allocated on purpose
-      const Config& c = configs[static_cast<size_t>(r)];
-      comms[static_cast<size_t>(r)] = CommImpl::create(c, Bootstrap::connect(c, info, r, n));
-      CommImpl& comm = *comms[static_cast<size_t>(r)];
-      std::vector<float> x(100000, 1.0f), y(100000);
-      CollCall d{CollKind::kAllReduce, x.data(), y.data(), 1000, strataFloat32, strataSum, 0, -1};
-      d.device = true;
-      d.stream = stream(r);
-      comm.runDevice(std::span<const CollCall>(&d, 1));  // together first: everything set up
-      ++ready;
-      if (r == n - 1) return;  // the peer that never comes to the second call
-      while (ready.load() < n) std::this_thread::yield();
-      d.count = x.size();
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        comm.runDevice(std::span<const CollCall>(&d, 1));
-      } catch (const Error&) {
+  for (const bool abortIt : {true, false}) {
+    constexpr int n = 4;
+    std::vector<Config> configs = hostConfigs({0, 1, 0, 1});
+    for (Config& c : configs) c.timeoutMs = abortIt ? 20000 : 1000;
+    strataUniqueId id;
+    ASSERT_EQ(strataGetUniqueId(&id), strataSuccess);
+    const UniqueIdInfo info = decodeUniqueId(id);
+    std::vector<std::shared_ptr<CommImpl>> comms(n);
+    std::vector<double> took(n, -1);
+    std::vector<strataResult_t> async(n, strataSuccess);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        strata::test::LeakExpected leaks;  // an aborted or failed executor leaves its FIFOs allocated on purpose
+        const Config& c = configs[static_cast<size_t>(r)];
+        comms[static_cast<size_t>(r)] = CommImpl::create(c, Bootstrap::connect(c, info, r, n));
+        CommImpl& comm = *comms[static_cast<size_t>(r)];
+        std::vector<float> x(100000, 1.0f), y(100000);
+        CollCall d{CollKind::kAllReduce, x.data(), y.data(), 1000, strataFloat32, strataSum, 0, -1};
+        d.device = true;
+        d.stream = stream(r);
+        comm.runDevice(std::span<const CollCall>(&d, 1));  // together first: everything set up
+        comm.barrier();  // every rank's first call done before the deadline can run out on any
+        ++ready;
+        if (r == n - 1) return;  // the peer that never comes to the second call
+        while (ready.load() < n) std::this_thread::yield();
+        d.count = x.size();
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          comm.runDevice(std::span<const CollCall>(&d, 1));
+        } catch (const Error&) {
+        }
+        took[static_cast<size_t>(r)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!abortIt) {
+          // The error arrives asynchronously (a stream's host function, a peer's report): within the deadline.
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (comm.asyncError() == strataSuccess && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          async[static_cast<size_t>(r)] = comm.asyncError();
+        }
+      });
+    while (ready.load() < n) std::this_thread::yield();
+    if (abortIt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      for (int r = 0; r < n - 1; ++r) comms[static_cast<size_t>(r)]->abort();
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n - 1; ++r) {
+      EXPECT_GT(took[static_cast<size_t>(r)], 0.2) << "rank " << r << " did not wait";
+      EXPECT_LT(took[static_cast<size_t>(r)], abortIt ? 2.3 : 8.0)
+          << "rank " << r << (abortIt ? ": the abort" : ": the deadline") << " took " << took[static_cast<size_t>(r)]
+          << " s to end its call";
+      if (!abortIt) {
+        EXPECT_TRUE(async[static_cast<size_t>(r)] == strataTimeout ||
+                    async[static_cast<size_t>(r)] == strataRemoteError)
+            << "rank " << r << ": asynchronous error " << async[static_cast<size_t>(r)];
       }
-      took[static_cast<size_t>(r)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    });
-  while (ready.load() < n) std::this_thread::yield();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  for (int r = 0; r < n - 1; ++r) comms[static_cast<size_t>(r)]->abort();
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n - 1; ++r) {
-    EXPECT_GT(took[static_cast<size_t>(r)], 0.2) << "rank " << r << " did not wait";
-    EXPECT_LT(took[static_cast<size_t>(r)], 2.3)
-        << "rank " << r << ": the abort took " << took[static_cast<size_t>(r)] << " s to end its call";
+    }
+    for (auto& c : comms) c->abort();
   }
-  comms[n - 1]->abort();
 }
 
 // strataCommAbort with device work that never finishes (a stream stuck on a dead peer): the engine leaks what the
