@@ -258,7 +258,8 @@ void DeviceEngine::enqueue(std::span<const CollCall> calls, void* stream) {
 
 void DeviceEngine::enqueueCalls(std::span<const CollCall> calls, void* stream, int device) {
   if (calls.size() == 1 && soloCopy(calls[0], stream)) return;
-  if (calls.size() == 1 && hierRefusal(calls[0]).empty()) {
+  // Across hosts only: on one host the refusal's message would be built for nothing on every call.
+  if (calls.size() == 1 && !host_.oneHost() && hierRefusal(calls[0]).empty()) {
     if (hierState_ == HierState::kUnset) setupHier();
     if (hierState_ == HierState::kOn) {
       enqueueHier(calls[0], stream);
