@@ -25,6 +25,7 @@
 #include <cmath>
 #include <map>
 
+#include "collectives/generators.h"
 #include "collectives/host_layout.h"
 #include "collectives/rhd_pattern.h"
 
@@ -55,6 +56,13 @@ struct Phase {
   std::vector<int> members;  // kRing: the ring's ranks, in order
   int flows = 1;             // kRail: rings leaving each host at once
   RhdPattern rhd{1};         // kHalving, kDoubling: the virtual ranks and pairs
+  /// kRing, kRail: the plan is pipelined in `pieces` pieces (the hierarchical all-reduce): each step's message is
+  /// cut per piece, and the phases with pieces > 1 overlap (timeUs).
+  int pieces = 1;
+  /// Messages of one step: its bytes cut per piece, each piece in chunks.
+  double stepMessages(double chunkBytes) const {
+    return pieces * std::max(1.0, std::ceil(stepBytes / pieces / chunkBytes));
+  }
 };
 using Pattern = Phase::Pattern;
 
@@ -186,9 +194,14 @@ struct Model {
           ph.reduceBytes = bytes;
           return {ph};
         }
-        if (hier)
-          return {ring(largestHost(), L - 1, intraStep, (L - 1) * intraStep), rail(2 * (H - 1), true),
-                  ring(largestHost(), L - 1, intraStep, 0)};
+        if (hier) {
+          // Pipelined by piece (hier.cc): the three phases overlap.
+          std::vector<Phase> phases = {ring(largestHost(), L - 1, intraStep, (L - 1) * intraStep),
+                                       rail(2 * (H - 1), true), ring(largestHost(), L - 1, intraStep, 0)};
+          const int pieces = static_cast<int>(hierAllReducePieces(static_cast<size_t>(bytes), R, H, in.chunkBytes));
+          for (Phase& ph : phases) ph.pieces = pieces;
+          return phases;
+        }
         break;
       case CollKind::kReduceScatter:
         if (algorithm == "ring") return {ring(allRanks(), n - 1, seg, (n - 1) * seg)};
@@ -219,7 +232,7 @@ struct Model {
         const int crossings = ringCrossings(ph.members, &worst);
         const LinkFigures& link = crossings ? in.inter : in.intra;
         const double rate = crossings ? std::min(intraBw(), netFlowBw(worst)) : intraBw();
-        const double msgs = ph.steps * chunks(ph.stepBytes);
+        const double msgs = ph.steps * ph.stepMessages(static_cast<double>(in.chunkBytes));
         const double volume = ph.steps * ph.stepBytes / rate;
         if (in.fusedReduce)
           return ph.steps * link.latencyUs + msgs * in.messageUs + std::max(volume, reduceUs(ph.reduceBytes));
@@ -272,7 +285,8 @@ struct Model {
       }
       case Pattern::kRail: {
         const double railRate = netFlowBw(ph.flows);
-        return ph.steps * (in.inter.latencyUs) + ph.steps * chunks(ph.stepBytes) * in.messageUs +
+        return ph.steps * (in.inter.latencyUs) +
+               ph.steps * ph.stepMessages(static_cast<double>(in.chunkBytes)) * in.messageUs +
                ph.steps * ph.stepBytes / railRate + (ph.reduceBytes > 0 ? reduceUs(ph.reduceBytes) : 0);
       }
       case Pattern::kHandoff: return in.intra.latencyUs;
@@ -281,10 +295,22 @@ struct Model {
     return 0;
   }
 
+  // Phases run one after another, except pipelined ones (pieces > 1): those overlap, so they take as long as the
+  // slowest of them plus the others' share of one piece (filling and draining the pipeline).
   double timeUs(const std::vector<Phase>& phases) const {
-    double t = 0;
-    for (const Phase& ph : phases) t += phaseUs(ph);
-    return t;
+    double t = 0, piped = 0, slowest = 0;
+    int pieces = 1;
+    for (const Phase& ph : phases) {
+      const double us = phaseUs(ph);
+      if (ph.pieces > 1) {
+        piped += us;
+        slowest = std::max(slowest, us);
+        pieces = ph.pieces;
+      } else {
+        t += us;
+      }
+    }
+    return t + slowest + (piped - slowest) / pieces;
   }
 };
 
@@ -370,7 +396,7 @@ bool shapeCounts(CollKind kind, const std::string& algorithm, size_t size, const
         m.ringCrossings(ph.members, &worst);
         c.pathBytes += ph.steps * ph.stepBytes;
         c.sentBytes += ph.steps * ph.stepBytes;
-        c.messages += ph.steps * m.chunks(ph.stepBytes);
+        c.messages += ph.steps * ph.stepMessages(static_cast<double>(in.chunkBytes));
         c.hostOutBytes += worst * ph.steps * ph.stepBytes;
         break;
       }
@@ -407,7 +433,7 @@ bool shapeCounts(CollKind kind, const std::string& algorithm, size_t size, const
       case Pattern::kRail:
         c.pathBytes += ph.steps * ph.stepBytes;
         c.sentBytes += ph.steps * ph.stepBytes;
-        c.messages += ph.steps * m.chunks(ph.stepBytes);
+        c.messages += ph.steps * ph.stepMessages(static_cast<double>(in.chunkBytes));
         c.hostOutBytes += ph.flows * ph.steps * ph.stepBytes;
         break;
       case Pattern::kHandoff:

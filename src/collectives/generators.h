@@ -41,6 +41,9 @@ Plan twoshotAllReduce(const CollArgs& args);
 Plan hierAllReduce(const CollArgs& args);
 Plan hierReduceScatter(const CollArgs& args);
 Plan hierAllGather(const CollArgs& args);
+/// How many pieces the hierarchical all-reduce is pipelined in across `hosts` hosts of `rails` rails: each rank's
+/// share of a piece on its rail is at least one chunk; 1 to 16 (1 on one host). Counts in elements or in bytes alike.
+size_t hierAllReducePieces(size_t count, int rails, int hosts, size_t chunkElems);
 
 // ---- helpers ----
 namespace gen {

@@ -6,6 +6,7 @@
 // smallest host's rank count; local ranks >= R take part in the intra-host steps only. Every byte leaves
 // a host once per inter-host step: an all-reduce sends 2(H-1)/H of the data out of each host, the wire
 // bound, where a flat ring crossing hosts sends 2(n-1)/n of it through the busiest host link.
+#include <algorithm>
 #include <vector>
 
 #include "collectives/generators.h"
@@ -51,29 +52,71 @@ Block railBlock(const Hierarchy& hi, int j, size_t count, int hostFilter) {
 
 }  // namespace
 
+size_t hierAllReducePieces(size_t count, int rails, int hosts, size_t chunkElems) {
+  constexpr size_t kMaxPieces = 16;
+  if (hosts < 2) return 1;
+  const size_t minPiece = static_cast<size_t>(std::max(rails, 1)) * static_cast<size_t>(hosts) * chunkElems;
+  return std::clamp<size_t>(count / std::max<size_t>(1, minPiece), 1, kMaxPieces);
+}
+
+// Lane 0 runs the intra-host rings, lane 1 (rail members only) the rail's ring; they share no peer. Pieces are
+// pipelined: lane 0 runs RS(0), RS(1), AG(0), RS(2), AG(1), ..., AG(P-1), where RS(p) is piece p's intra-host
+// reduce-scatter and AG(p) its intra-host all-gather, while lane 1 runs AR(0), AR(1), ... (piece p's rail
+// all-reduce). Two dependencies per piece order them: AR(p) starts after RS(p) has finished (lane 0), AG(p) after
+// AR(p) (lane 1). So the rail carries piece p while the host reduces piece p+1 and shares piece p-1.
 Plan hierAllReduce(const CollArgs& args) {
   const Hierarchy hi(args);
   Plan plan = gen::emptyPlan(args);
-  std::vector<Op>& lane = plan.lanes.emplace_back();
+  const bool onRail = hi.local < hi.rails && hi.nhosts() > 1;
+  plan.lanes.resize(onRail ? 2 : 1);
+  std::vector<Op>& host = plan.lanes[0];
   const std::vector<int>& mine = hi.myHost();
-  // The data in `rails` segments; local rank j < rails owns segment j after the intra-host reduce-scatter.
-  std::vector<Block> intra(mine.size());
-  for (int j = 0; j < hi.rails; ++j)
-    intra[static_cast<size_t>(j)] = {
-        Range{segmentOffset(args.count, hi.rails, j), segmentCount(args.count, hi.rails, j)}};
-  gen::groupReduceScatter(lane, mine, hi.local, intra, kBufSend, kBufRecv, args.chunkElems);
-  if (hi.local < hi.rails && hi.nhosts() > 1) {
-    // All-reduce of our segment along our rail: a ring reduce-scatter then all-gather over the hosts.
-    const Range seg = intra[static_cast<size_t>(hi.local)][0];
+  const std::vector<int> rail = onRail ? hi.rail(hi.local) : std::vector<int>{};
+  const size_t pieces = hierAllReducePieces(args.count, hi.rails, hi.nhosts(), args.chunkElems);
+  // Piece p's data in `rails` segments; local rank j < rails owns segment j after the intra-host reduce-scatter.
+  auto intraOf = [&](size_t p) {
+    const size_t po = segmentOffset(args.count, static_cast<int>(pieces), static_cast<int>(p));
+    const size_t pc = segmentCount(args.count, static_cast<int>(pieces), static_cast<int>(p));
+    std::vector<Block> intra(mine.size());
+    for (int j = 0; j < hi.rails; ++j)
+      intra[static_cast<size_t>(j)] = {Range{po + segmentOffset(pc, hi.rails, j), segmentCount(pc, hi.rails, j)}};
+    return intra;
+  };
+  std::vector<uint32_t> reduced(pieces, 0), railed(pieces, 0);  // ops of lane 0 / lane 1 up to RS(p) / AR(p)
+  auto dependOn = [](std::vector<Op>& lane, size_t first, int otherLane, uint32_t ops) {
+    if (lane.size() > first && ops > 0) {
+      lane[first].afterLane = otherLane;
+      lane[first].afterOps = ops;
+    }
+  };
+  auto reduceScatter = [&](size_t p) {
+    gen::groupReduceScatter(host, mine, hi.local, intraOf(p), kBufSend, kBufRecv, args.chunkElems);
+    reduced[p] = static_cast<uint32_t>(host.size());
+    if (!onRail) return;
+    // All-reduce of our segment of the piece along our rail: a ring reduce-scatter then all-gather over the hosts.
+    std::vector<Op>& railLane = plan.lanes[1];
+    const size_t first = railLane.size();
+    const Range seg = intraOf(p)[static_cast<size_t>(hi.local)][0];
     std::vector<Block> inter(static_cast<size_t>(hi.nhosts()));
     for (int k = 0; k < hi.nhosts(); ++k)
       inter[static_cast<size_t>(k)] = {
           Range{seg.offset + segmentOffset(seg.count, hi.nhosts(), k), segmentCount(seg.count, hi.nhosts(), k)}};
-    const std::vector<int> rail = hi.rail(hi.local);
-    gen::groupReduceScatter(lane, rail, hi.host, inter, kBufRecv, kBufRecv, args.chunkElems);
-    gen::groupAllGather(lane, rail, hi.host, inter, kBufRecv, args.chunkElems);
+    gen::groupReduceScatter(railLane, rail, hi.host, inter, kBufRecv, kBufRecv, args.chunkElems);
+    gen::groupAllGather(railLane, rail, hi.host, inter, kBufRecv, args.chunkElems);
+    dependOn(railLane, first, 0, reduced[p]);
+    railed[p] = static_cast<uint32_t>(railLane.size());
+  };
+  auto allGather = [&](size_t p) {
+    const size_t first = host.size();
+    gen::groupAllGather(host, mine, hi.local, intraOf(p), kBufRecv, args.chunkElems);
+    if (onRail) dependOn(host, first, 1, railed[p]);
+  };
+  reduceScatter(0);
+  for (size_t p = 1; p < pieces; ++p) {
+    reduceScatter(p);
+    allGather(p - 1);
   }
-  gen::groupAllGather(lane, mine, hi.local, intra, kBufRecv, args.chunkElems);
+  allGather(pieces - 1);
   return plan;
 }
 

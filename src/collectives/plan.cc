@@ -68,11 +68,51 @@ std::string Plan::toString() const {
       if (op.sends()) out += strprintf(" to %d", op.sendPeer);
       if (usesSrc(op.kind)) out += " src " + regionString(op.src);
       if (usesDst(op.kind)) out += " dst " + regionString(op.dst);
+      if (op.hasDependency()) out += strprintf(" after lane %d op %u", op.afterLane, op.afterOps - 1);
       out += "\n";
     }
   }
   return out;
 }
+
+bool hasDependencies(const Plan& plan) {
+  for (const auto& lane : plan.lanes)
+    for (const Op& op : lane)
+      if (op.hasDependency()) return true;
+  return false;
+}
+
+namespace {
+
+// Runs the lanes with nothing but their order and their dependencies (as if every message arrived at once):
+// a lane that cannot finish is stuck on a cycle. Each pass moves at least one op, so this ends.
+void checkDependencyCycles(const Plan& plan) {
+  std::vector<size_t> pos(plan.lanes.size(), 0);
+  auto ready = [&](const Op& op) {
+    return !op.hasDependency() || pos[static_cast<size_t>(op.afterLane)] >= op.afterOps;
+  };
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t l = 0; l < plan.lanes.size(); ++l) {
+      while (pos[l] < plan.lanes[l].size() && ready(plan.lanes[l][pos[l]])) {
+        ++pos[l];
+        moved = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (size_t l = 0; l < plan.lanes.size(); ++l) {
+    if (pos[l] >= plan.lanes[l].size()) continue;
+    const Op& op = plan.lanes[l][pos[l]];
+    stuck += strprintf("%slane %zu op %zu waits for lane %d op %u", stuck.empty() ? "" : "; ", l, pos[l], op.afterLane,
+                       op.afterOps - 1);
+  }
+  if (!stuck.empty())
+    throw InternalError(strprintf("plan %s rank %d/%d: deadlock, its cross-lane dependencies form a cycle: %s",
+                                  plan.algorithm.c_str(), plan.rank, plan.nranks, stuck.c_str()));
+}
+
+}  // namespace
 
 void validatePlan(const Plan& plan) {
   if (plan.nranks < 1 || plan.rank < 0 || plan.rank >= plan.nranks)
@@ -106,8 +146,19 @@ void validatePlan(const Plan& plan) {
       if (usesSrc(op.kind) && usesDst(op.kind) && op.src.count != op.dst.count)
         fail(strprintf("source has %zu elements but destination %zu", op.src.count, op.dst.count));
       if (op.count() == 0) fail("empty op (generators omit ops of 0 elements)");
+      if (op.hasDependency()) {
+        const size_t after = static_cast<size_t>(op.afterLane);
+        if (after >= plan.lanes.size() || after == l)
+          fail(strprintf("depends on lane %d, not another lane of %zu", op.afterLane, plan.lanes.size()));
+        if (op.afterOps == 0 || op.afterOps > plan.lanes[after].size())
+          fail(strprintf("depends on the first %u op(s) of lane %zu, which has %zu", op.afterOps, after,
+                         plan.lanes[after].size()));
+      } else if (op.afterOps != 0) {
+        fail(strprintf("waits for %u op(s) of no lane", op.afterOps));
+      }
     }
   }
+  checkDependencyCycles(plan);
 }
 
 }  // namespace strata

@@ -9,7 +9,14 @@
 //  - each (peer, direction) is used by at most one lane, so messages on a connection are ordered;
 //  - a rank never gets more than Config::connectionCapacity() bytes ahead of what its peer consumes
 //    without itself waiting on a receive (generators interleave long transfers in chunks for this);
-//  - lanes never write regions another lane reads or writes.
+//  - lanes never write regions another lane reads or writes, unless a cross-lane dependency orders the two ops.
+//
+// Cross-lane dependencies: an op may name one op of another lane of the same plan that must have completed
+// before it starts (Op::afterLane / Op::afterOps). A lane waiting on one never blocks the other lanes. The
+// dependencies of a plan must not form a cycle with the lanes' own order (validatePlan checks; the
+// interpreter reports a plan that deadlocks through them, as it reports one that deadlocks on capacity).
+// Hierarchical plans use them to pipeline their phases by piece: the intra-host reduce-scatter of piece p+1,
+// the rail all-reduce of piece p and the intra-host all-gather of piece p-1 run at once.
 #pragma once
 
 #include <cstddef>
@@ -51,10 +58,15 @@ struct Op {
   int sendPeer = -1;
   Region src;  // kSend, kRecvReduce*, kCopy, kReduceLocal
   Region dst;  // kRecv, kRecvReduce, kRecvReduceCopySend, kRecvCopySend, kCopy, kReduceLocal
+  /// Cross-lane dependency: the op starts only once lane `afterLane` has completed its first `afterOps` ops
+  /// (-1: none). One per op; an op that needs two waits behind an earlier op of its lane that has the other.
+  int afterLane = -1;
+  uint32_t afterOps = 0;
   /// Elements moved or produced: the message size for communicating ops.
   size_t count() const;
   bool receives() const;
   bool sends() const;
+  bool hasDependency() const { return afterLane >= 0; }
 };
 
 struct Plan {
@@ -70,7 +82,10 @@ struct Plan {
 };
 
 /// Throws InternalError if the plan breaks a structural rule (a peer out of range, a direction used by
-/// two lanes, a region of a communicating op with different src/dst counts...).
+/// two lanes, a region of a communicating op with different src/dst counts, a dependency on a missing op or
+/// cross-lane dependencies that form a cycle: "deadlock" and the ops of the cycle).
 void validatePlan(const Plan& plan);
+/// True if any op of the plan has a cross-lane dependency.
+bool hasDependencies(const Plan& plan);
 
 }  // namespace strata

@@ -143,6 +143,8 @@ bool PlanRunner::advanceLane(size_t l) {
   bool moved = false;
   while (st.op < ops.size()) {
     const Op& op = ops[st.op];
+    // A cross-lane dependency: wait (this lane only) until the other lane has completed the op it names.
+    if (st.piece == 0 && !dependencyMet(op)) return moved;
     const size_t total = op.count();
     const bool local = op.kind == OpKind::kCopy || op.kind == OpKind::kReduceLocal;
     if (total > st.piece) {
@@ -179,6 +181,7 @@ std::vector<int> PlanRunner::stalledPeers() const {
   for (size_t l = 0; l < nLanes_; ++l) {
     if (lanes_[l].op >= plan_.lanes[l].size()) continue;
     const Op& op = plan_.lanes[l][lanes_[l].op];
+    if (lanes_[l].piece == 0 && !dependencyMet(op)) continue;  // waits on this rank, not on a peer
     if (op.recvPeer >= 0) peers.push_back(op.recvPeer);
     if (op.sendPeer >= 0) peers.push_back(op.sendPeer);
   }
@@ -196,6 +199,8 @@ std::string PlanRunner::describeStall() const {
     out += strprintf("lane %zu op %zu/%zu %s", l, lanes_[l].op, plan_.lanes[l].size(), opKindName(op.kind));
     if (op.recvPeer >= 0) out += strprintf(" from rank %d", op.recvPeer);
     if (op.sendPeer >= 0) out += strprintf(" to rank %d", op.sendPeer);
+    if (lanes_[l].piece == 0 && !dependencyMet(op))
+      out += strprintf(" waiting for lane %d to finish op %u", op.afterLane, op.afterOps - 1);
     out += strprintf(" (%zu/%zu elements done)", lanes_[l].piece, op.count());
   }
   return out;

@@ -63,6 +63,12 @@ class PlanRunner : public Waitable {
     size_t piece = 0;  // elements of the current op already done
   };
   bool advanceLane(size_t lane);
+  /// True if `op` has no cross-lane dependency or the lane it names has completed enough ops. A dependency on a
+  /// lane the plan lacks is never met (validatePlan refuses such plans; the interpreter reports the stall).
+  bool dependencyMet(const Op& op) const {
+    return op.afterLane < 0 ||
+           (static_cast<size_t>(op.afterLane) < nLanes_ && lanes_[static_cast<size_t>(op.afterLane)].op >= op.afterOps);
+  }
   /// Runs one piece of `op` starting at element `at`; returns false if it must wait.
   bool runPiece(const Op& op, size_t at, size_t n);
   char* addr(const Region& r, size_t at) const;

@@ -98,6 +98,8 @@ int channelsFor(CollKind kind, const std::string& algorithm, int nranks, size_t 
 
 DevPlan lowerPlan(const Plan& plan, const LowerOptions& options) {
   validatePlan(plan);
+  if (hasDependencies(plan))
+    throw InvalidArgument("device plan: " + plan.algorithm + " has cross-lane dependencies, which are not lowered yet");
   if (plan.lanes.size() > static_cast<size_t>(kMaxDevLanes))
     throw InvalidArgument("device plan: " + std::to_string(plan.lanes.size()) + " lanes (at most " +
                           std::to_string(kMaxDevLanes) + ")");

@@ -60,8 +60,9 @@ std::vector<Plan> plansOf(CollKind kind, const std::string& algorithm, int n, si
 }
 
 // Runs every rank's plan symbolically (elements of one byte) in an order that keeps each lane's op order and
-// puts each send before the receive it matches, and returns the critical path: the largest provenance of any
-// element of any receive buffer. Data dependencies only: ops that merely share a lane do not lengthen it.
+// puts each send before the receive it matches (and each op after the op of another lane it depends on), and returns
+// the critical path: the largest provenance of any element of any receive buffer. Data dependencies only: ops that
+// merely share a lane do not lengthen it.
 Provenance criticalPath(const std::vector<Plan>& plans) {
   const size_t n = plans.size();
   struct Ref {
@@ -87,6 +88,11 @@ Provenance criticalPath(const std::vector<Plan>& plans) {
         if (i + 1 < plans[r].lanes[l].size()) {
           next[v].push_back(v + 1);
           ++waits[v + 1];
+        }
+        if (op.hasDependency()) {  // the op of another lane it waits for
+          const size_t after = firstOfLane[r][static_cast<size_t>(op.afterLane)] + op.afterOps - 1;
+          next[after].push_back(v);
+          ++waits[v];
         }
         if (op.sends()) sends[{r, static_cast<size_t>(op.sendPeer)}].push_back(v);
         if (op.receives()) recvs[{static_cast<size_t>(op.recvPeer), r}].push_back(v);
@@ -391,7 +397,8 @@ TEST(CostModel, CountsAgreeWithThePlans) {
 }
 
 // The model's figures as they were before its counts were factored into phases (issue 11), to the last bit:
-// a refactoring of the model must not move a prediction, so the selector keeps its choices.
+// a refactoring of the model must not move a prediction, so the selector keeps its choices. One figure moved on
+// purpose since: the hierarchical all-reduce of 1 GiB, pipelined in pieces (issue 16).
 TEST(CostModel, PredictionsAreUnchanged) {
   struct Case {
     CollKind kind;
@@ -416,7 +423,7 @@ TEST(CostModel, PredictionsAreUnchanged) {
        size_t{1} << 30,
        twoHosts,
        0,
-       {{"hier", 1145396.5312000001},
+       {{"hier", 880139.50420000008},  // pipelined by piece since issue 16 (was 1145396.5312000001)
         {"ring", 1662546.3840000001},
         {"tree", 3496465.8320000004},
         {"twoshot", 6972850.9696000004},
@@ -462,7 +469,7 @@ TEST(CostModel, PredictionsAreUnchanged) {
     ASSERT_EQ(got.size(), c.want.size());
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(got[i].algorithm, c.want[i].first);
-      EXPECT_EQ(got[i].us, c.want[i].second) << got[i].algorithm;
+      EXPECT_EQ(got[i].us, c.want[i].second) << got[i].algorithm << strprintf(" %.17g", got[i].us);
     }
   }
 }

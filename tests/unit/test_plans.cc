@@ -3,6 +3,7 @@
 // integers so every reduction order gives exactly the same value (nccl-tests style), and the expected
 // output comes from a plain scalar reference. Small pieces and few slots exercise chunking, piece
 // splitting and the connection capacity; guard bytes around every buffer catch stray writes.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "collectives/algorithms.h"
+#include "collectives/generators.h"
 #include "collectives/host_layout.h"
 #include "collectives/p2p_group.h"
 #include "collectives/plan.h"
@@ -251,59 +253,86 @@ bool expectedValue(const CollCase& c, int r, size_t i, double* out) {
   }
 }
 
-// Byte intervals [begin, end) a lane reads and writes, in real addresses.
-struct Interval {
+// What one op of a plan reads or writes, in real addresses: bytes [begin, end).
+struct Footprint {
   uintptr_t begin, end;
+  size_t lane, op;
+  bool write;
 };
 
-void mergeIntervals(std::vector<Interval>& v) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
-  std::vector<Interval> out;
-  for (const Interval& x : v) {
-    if (!out.empty() && x.begin <= out.back().end) out.back().end = std::max(out.back().end, x.end);
-    else out.push_back(x);
+// For each op, how many ops of every lane are certain to have completed before it starts: its lane's earlier
+// ops, and through a cross-lane dependency everything the op it waits for was certain of (vector clocks).
+// Ops are visited in an order that runs each dependency first; a plan whose dependencies form a cycle fails.
+std::vector<std::vector<std::vector<uint32_t>>> happensBefore(const Plan& plan) {
+  const size_t nl = plan.lanes.size();
+  std::vector<std::vector<std::vector<uint32_t>>> before(nl);
+  std::vector<size_t> pos(nl, 0);
+  for (size_t l = 0; l < nl; ++l) before[l].resize(plan.lanes[l].size());
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t l = 0; l < nl; ++l) {
+      while (pos[l] < plan.lanes[l].size()) {
+        const size_t i = pos[l];
+        const Op& op = plan.lanes[l][i];
+        const size_t dep = static_cast<size_t>(op.afterLane);
+        if (op.hasDependency() && pos[dep] < op.afterOps) break;
+        std::vector<uint32_t> clock = i == 0 ? std::vector<uint32_t>(nl, 0) : before[l][i - 1];
+        clock[l] = static_cast<uint32_t>(i);
+        if (op.hasDependency()) {
+          const std::vector<uint32_t>& other = before[dep][op.afterOps - 1];
+          for (size_t m = 0; m < nl; ++m) clock[m] = std::max(clock[m], other[m]);
+          clock[dep] = std::max(clock[dep], op.afterOps);
+        }
+        before[l][i] = std::move(clock);
+        ++pos[l];
+        moved = true;
+      }
+    }
   }
-  v = std::move(out);
+  for (size_t l = 0; l < nl; ++l)
+    if (pos[l] < plan.lanes[l].size()) ADD_FAILURE() << "dependency cycle at lane " << l << "\n" << plan.toString();
+  return before;
 }
 
-bool intersects(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (a[i].end <= b[j].begin) ++i;
-    else if (b[j].end <= a[i].begin) ++j;
-    else return true;
-  }
-  return false;
-}
-
-// The plan IR's rule that lanes never write what another lane reads or writes, checked on the real
-// addresses (in place, buffers 0 and 1 overlap).
+// The plan IR's rule that lanes never write what another lane reads or writes unless a cross-lane dependency
+// orders the two ops, checked on the real addresses (in place, buffers 0 and 1 overlap).
 void expectLanesIndependent(const Plan& plan, const std::vector<void*>& buffers, size_t elemSize) {
   const size_t nl = plan.lanes.size();
-  std::vector<std::vector<Interval>> reads(nl), writes(nl);
-  auto interval = [&](const Region& r) {
+  std::vector<Footprint> fp;
+  auto add = [&](const Region& r, size_t l, size_t i, bool write) {
     const uintptr_t base = reinterpret_cast<uintptr_t>(buffers[static_cast<size_t>(r.buf)]);
-    return Interval{base + r.offset * elemSize, base + (r.offset + r.count) * elemSize};
+    fp.push_back(Footprint{base + r.offset * elemSize, base + (r.offset + r.count) * elemSize, l, i, write});
   };
   for (size_t l = 0; l < nl; ++l) {
-    for (const Op& op : plan.lanes[l]) {
-      const bool src = op.kind == OpKind::kSend || op.kind == OpKind::kRecvReduce ||
-                       op.kind == OpKind::kRecvReduceSend || op.kind == OpKind::kRecvReduceCopySend ||
-                       op.kind == OpKind::kCopy || op.kind == OpKind::kReduceLocal || op.kind == OpKind::kCopySend;
-      const bool dst = op.kind != OpKind::kSend && op.kind != OpKind::kRecvReduceSend;
-      if (op.kind == OpKind::kCopy && interval(op.src).begin == interval(op.dst).begin) continue;  // skipped
-      if (src) reads[l].push_back(interval(op.src));
-      if (dst) writes[l].push_back(interval(op.dst));
-      if (op.kind == OpKind::kReduceLocal) reads[l].push_back(interval(op.dst));
+    for (size_t i = 0; i < plan.lanes[l].size(); ++i) {
+      const Op& op = plan.lanes[l][i];
+      if (op.kind == OpKind::kCopy &&
+          buffers[static_cast<size_t>(op.src.buf)] == buffers[static_cast<size_t>(op.dst.buf)] &&
+          op.src.offset == op.dst.offset)
+        continue;  // skipped
+      if (usesSrc(op.kind)) add(op.src, l, i, false);
+      if (usesDst(op.kind)) add(op.dst, l, i, true);
     }
-    mergeIntervals(reads[l]);
-    mergeIntervals(writes[l]);
   }
-  for (size_t a = 0; a < nl; ++a)
-    for (size_t b = 0; b < nl; ++b)
-      if (a != b && (intersects(writes[a], writes[b]) || intersects(writes[a], reads[b])))
-        ADD_FAILURE() << "rank " << plan.rank << ": lane " << a << " writes memory lane " << b << " uses\n"
-                      << plan.toString();
+  if (nl < 2) return;
+  const auto before = happensBefore(plan);
+  auto ordered = [&](const Footprint& a, const Footprint& b) {
+    return before[b.lane][b.op][a.lane] > a.op || before[a.lane][a.op][b.lane] > b.op;
+  };
+  // Sweep in order of start, each footprint against those still open when it starts.
+  std::sort(fp.begin(), fp.end(), [](const Footprint& a, const Footprint& b) { return a.begin < b.begin; });
+  std::vector<const Footprint*> open;
+  for (const Footprint& f : fp) {
+    std::erase_if(open, [&](const Footprint* o) { return o->end <= f.begin; });
+    for (const Footprint* o : open) {
+      if (o->lane == f.lane || (!o->write && !f.write) || ordered(*o, f)) continue;
+      ADD_FAILURE() << "rank " << plan.rank << ": lane " << f.lane << " op " << f.op << " and lane " << o->lane
+                    << " op " << o->op << " touch the same memory, one writing, in no dependency order\n"
+                    << plan.toString();
+      return;
+    }
+    open.push_back(&f);
+  }
 }
 
 // Builds every rank's plan, runs them, and checks every rank's output. Returns false on a failure.
@@ -867,6 +896,176 @@ TEST(PlanInterpreter, ReportsDeadlockInsteadOfHanging) {
   // With room for the whole message the same plans complete.
   EXPECT_NO_THROW(interpretPlans(plans, buffers, strataInt32, ReduceKind::kSum, InterpreterOptions{16, 25}));
   EXPECT_EQ(recv[0], send[1]);
+}
+
+// ---- cross-lane dependencies ---------------------------------------------------------------------------
+
+Op depOp(Op op, int lane, uint32_t ops) {
+  op.afterLane = lane;
+  op.afterOps = ops;
+  return op;
+}
+
+// A relay chain built on dependencies, at every n: rank r receives chunk c from r-1 in lane 1 and, in lane 0,
+// forwards it to r+1 once lane 1 has received it (lane 0's op c waits for lane 1's op c). The root's lane 0 sends
+// from its send buffer with no dependency. Chunks are larger than a connection's capacity, so no rank finishes
+// before the next one receives; and the forwarding lane comes first, so without its waits it would forward
+// chunks it has not received.
+TEST(PlanDependencies, RelayChainEveryN) {
+  constexpr size_t kChunks = 5, kChunk = 12;
+  for (int n = 1; n <= 33; ++n) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    std::vector<Plan> plans(static_cast<size_t>(n));
+    std::vector<std::vector<int32_t>> send(static_cast<size_t>(n)), recv(static_cast<size_t>(n));
+    std::vector<std::vector<void*>> buffers;
+    for (int r = 0; r < n; ++r) {
+      const size_t ur = static_cast<size_t>(r);
+      send[ur].assign(kChunks * kChunk, 0);
+      recv[ur].assign(kChunks * kChunk, -1);
+      for (size_t i = 0; i < send[ur].size(); ++i) send[ur][i] = r == 0 ? static_cast<int32_t>(i * 7 + 1) : -2;
+      Plan& p = plans[ur];
+      p.rank = r;
+      p.nranks = n;
+      p.algorithm = "relay";
+      p.lanes.resize(2);
+      for (size_t c = 0; c < kChunks; ++c) {
+        const Region chunk{r == 0 ? kBufSend : kBufRecv, c * kChunk, kChunk};
+        if (r > 0) p.lanes[1].push_back(gen::recvOp(r - 1, chunk));
+        if (r + 1 < n) {
+          const Op forward = gen::sendOp(r + 1, chunk);
+          p.lanes[0].push_back(r == 0 ? forward : depOp(forward, 1, static_cast<uint32_t>(c + 1)));
+        }
+      }
+      ASSERT_NO_THROW(validatePlan(p)) << p.toString();
+      buffers.push_back({send[ur].data(), recv[ur].data(), nullptr});
+    }
+    ASSERT_NO_THROW(interpretPlans(plans, buffers, strataInt32, ReduceKind::kSum, InterpreterOptions{16, 2}));
+    for (int r = 1; r < n; ++r) EXPECT_EQ(recv[static_cast<size_t>(r)], send[0]) << "rank " << r;
+  }
+}
+
+// A lane waiting on a dependency never holds up the others: rank 0's lane 1 waits for lane 0's receive, which rank 1
+// only sends after it has received what rank 0's lane 2 sends.
+TEST(PlanDependencies, AWaitingLaneDoesNotBlockTheOthers) {
+  std::vector<int32_t> x(8, 5), y(8, 6), z(8, 7), got0(8), got1(8), got2(8), scratch1(8);
+  std::vector<Plan> plans(3);
+  for (int r = 0; r < 3; ++r) {
+    plans[static_cast<size_t>(r)].rank = r;
+    plans[static_cast<size_t>(r)].nranks = 3;
+    plans[static_cast<size_t>(r)].algorithm = "test";
+  }
+  plans[0].lanes = {{gen::recvOp(1, Region{kBufRecv, 0, 8})},
+                    {depOp(gen::sendOp(2, Region{kBufRecv, 0, 8}), 0, 1)},
+                    {gen::sendOp(1, Region{kBufSend, 0, 8})}};
+  plans[1].lanes = {{gen::recvOp(0, Region{kBufScratch, 0, 8}), gen::sendOp(0, Region{kBufSend, 0, 8})}};
+  plans[2].lanes = {{gen::recvOp(0, Region{kBufRecv, 0, 8})}};
+  for (const Plan& p : plans) ASSERT_NO_THROW(validatePlan(p)) << p.toString();
+  std::vector<std::vector<void*>> buffers = {
+      {z.data(), got0.data(), nullptr}, {x.data(), got1.data(), scratch1.data()}, {y.data(), got2.data(), nullptr}};
+  ASSERT_NO_THROW(interpretPlans(plans, buffers, strataInt32, ReduceKind::kSum, InterpreterOptions{16, 2}));
+  EXPECT_EQ(got0, x);
+  EXPECT_EQ(scratch1, z);
+  EXPECT_EQ(got2, x);  // rank 0 forwarded what it received
+}
+
+// Deliberate cycles are deadlocks, reported with the waiting lanes, never hangs.
+TEST(PlanDependencies, CyclesAreReportedAsDeadlocks) {
+  // 1. Within one rank: lane 0's send waits for lane 1's receive, which waits for lane 0's send.
+  std::vector<Plan> plans(2);
+  std::vector<std::vector<int32_t>> send(2, std::vector<int32_t>(4, 1)), recv(2, std::vector<int32_t>(4));
+  std::vector<std::vector<void*>> buffers;
+  for (int r = 0; r < 2; ++r) {
+    Plan& p = plans[static_cast<size_t>(r)];
+    p.rank = r;
+    p.nranks = 2;
+    p.algorithm = "cyclic";
+    p.lanes = {{depOp(gen::sendOp(1 - r, Region{kBufSend, 0, 4}), 1, 1)},
+               {depOp(gen::recvOp(1 - r, Region{kBufRecv, 0, 4}), 0, 1)}};
+    buffers.push_back({send[static_cast<size_t>(r)].data(), recv[static_cast<size_t>(r)].data(), nullptr});
+  }
+  try {
+    validatePlan(plans[0]);
+    ADD_FAILURE() << "validatePlan accepted a cycle";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lane 0 op 0 waits for lane 1 op 0"), std::string::npos) << e.what();
+  }
+  try {
+    interpretPlans(plans, buffers, strataInt32, ReduceKind::kSum);
+    ADD_FAILURE() << "the interpreter ran a cycle to completion";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("waiting for lane 1 to finish op 0"), std::string::npos) << e.what();
+  }
+
+  // 2. Through the peers: each rank's send waits for its own receive, which waits for the other's send. No rank's
+  // plan has a cycle of its own, so only running the plans together finds it.
+  for (int r = 0; r < 2; ++r)
+    plans[static_cast<size_t>(r)].lanes = {{gen::recvOp(1 - r, Region{kBufRecv, 0, 4})},
+                                           {depOp(gen::sendOp(1 - r, Region{kBufSend, 0, 4}), 0, 1)}};
+  EXPECT_NO_THROW(validatePlan(plans[0]));
+  try {
+    interpretPlans(plans, buffers, strataInt32, ReduceKind::kSum);
+    ADD_FAILURE() << "the interpreter ran a cross-rank cycle to completion";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+  }
+
+  // 3. Dependencies on what does not exist.
+  Plan bad = plans[0];
+  bad.lanes[1][0].afterLane = 2;
+  EXPECT_THROW(validatePlan(bad), InternalError);
+  bad.lanes[1][0].afterLane = 1;  // its own lane
+  EXPECT_THROW(validatePlan(bad), InternalError);
+  bad.lanes[1][0].afterLane = 0;
+  bad.lanes[1][0].afterOps = 2;  // lane 0 has one op
+  EXPECT_THROW(validatePlan(bad), InternalError);
+  bad.lanes[1][0].afterLane = -1;  // a count with no lane
+  EXPECT_THROW(validatePlan(bad), InternalError);
+}
+
+// The hierarchical all-reduce across hosts is pipelined: its rail lane runs piece p while lane 0 runs the next
+// piece's reduce-scatter, and only its dependencies keep lanes that share memory in order. Without them the
+// lane-independence check (and the interpreter's result) fails.
+TEST(PlanDependencies, HierarchicalAllReduceIsPipelined) {
+  CollArgs args;
+  args.kind = CollKind::kAllReduce;
+  args.nranks = 8;
+  args.count = 16 * 8 * 64;
+  args.chunkElems = 64;
+  args.hostOf = {0, 0, 0, 0, 1, 1, 1, 1};
+  for (int r = 0; r < 8; ++r) {
+    args.rank = r;
+    const Plan p = makePlan(args, "hier");
+    ASSERT_EQ(p.lanes.size(), 2u) << p.toString();
+    EXPECT_NO_THROW(validatePlan(p));
+    EXPECT_TRUE(hasDependencies(p));
+    // Lane 0's first all-gather comes after the second piece's reduce-scatter has begun: find the first op of
+    // lane 0 with a dependency and check a reduce-scatter op of another piece precedes it beyond piece 0.
+    size_t firstWait = p.lanes[0].size();
+    for (size_t i = 0; i < p.lanes[0].size(); ++i)
+      if (p.lanes[0][i].hasDependency()) {
+        firstWait = i;
+        break;
+      }
+    ASSERT_LT(firstWait, p.lanes[0].size());
+    size_t deps0 = 0, deps1 = 0;
+    for (const Op& op : p.lanes[0]) deps0 += op.hasDependency();
+    for (const Op& op : p.lanes[1]) deps1 += op.hasDependency();
+    EXPECT_EQ(deps0, 16u) << "one wait per piece in lane 0";
+    EXPECT_EQ(deps1, 16u) << "one wait per piece in lane 1";
+    // Lane 1's wait for piece 1 names fewer lane-0 ops than lane 0's wait for piece 0's rail phase precedes: piece
+    // 1's rail phase can start before piece 0's all-gather.
+    EXPECT_GT(firstWait, p.lanes[1][0].afterOps);
+  }
+  // Remove the dependencies: lanes now touch the same memory in no order.
+  args.rank = 0;
+  Plan p = makePlan(args, "hier");
+  for (auto& lane : p.lanes)
+    for (Op& op : lane) op.afterLane = -1, op.afterOps = 0;
+  std::vector<float> a(args.count), b(args.count);
+  EXPECT_NONFATAL_FAILURE(expectLanesIndependent(p, {a.data(), b.data(), nullptr}, sizeof(float)),
+                          "in no dependency order");
 }
 
 TEST(PlanValidation, RejectsBrokenPlans) {
