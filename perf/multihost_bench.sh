@@ -11,7 +11,8 @@
 #
 # Environment: MH_BENCH_ALGOS (forced algorithms, space-separated; default "ring": add hier, tree, rhd,
 # twoshot as they land), MH_BENCH_TOPOS (default "2x2 2x4"), MH_BENCH_ITERS (timed runs per size,
-# default 5), MH_BENCH_WARMUP (untimed runs per size, default 1), MH_BENCH_RATE (default 1gbit).
+# default 5), MH_BENCH_WARMUP (untimed runs per size, default 1), MH_BENCH_RATE (default 1gbit),
+# MH_BENCH_BEGIN (smallest size, default 16; 64M times the 64 MiB row alone).
 #
 # -b 16 rather than 8: with factor 4, sizes from 8 B stop at 32 MiB; from 16 B they end at 64 MiB.
 # Time: at 1 Gbit/s one 64 MiB all-reduce takes ~0.5-1 s, and strata-perf times out-of-place and
@@ -32,6 +33,7 @@ read -ra topos <<<"${MH_BENCH_TOPOS:-2x2 2x4}"
 iters=${MH_BENCH_ITERS:-5}
 warmup=${MH_BENCH_WARMUP:-1}
 rate=${MH_BENCH_RATE:-1gbit}
+begin=${MH_BENCH_BEGIN:-16}
 perf_bin=$build/bin/strata-perf
 [[ -x $perf_bin ]] || { echo "multihost_bench: $perf_bin not found (build first)" >&2; exit 1; }
 
@@ -45,7 +47,7 @@ bench_one() {
   shift 3
   local base="$out/${hosts}x${ranks}_${name}"
   local cmd=("$root/tests/multihost/run_hosts.sh" -H "$hosts" -R "$ranks" --rate "$rate" --timeout 600
-             --logdir "$logs/$name" -- "$perf_bin" allreduce -b 16 -e 64M -f 4 -d float -o sum
+             --logdir "$logs/$name" -- "$perf_bin" allreduce -b "$begin" -e 64M -f 4 -d float -o sum
              -n "$iters" -w "$warmup" -c 1 -T 300 --json "$base.json" "$@")
   echo "== ${hosts}x${ranks} $name" >&2
   local t=$SECONDS st=0

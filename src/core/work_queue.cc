@@ -36,6 +36,16 @@ void WorkQueue::throwClosed() const {
   throw InvalidUsage(strprintf("rank %d: communicator used after destroy", rank_));
 }
 
+void WorkQueue::claimSlow(bool giveUpOnFailure) {
+  std::unique_lock<std::mutex> lk(mutex_);
+  for (;;) {
+    if (closed_) throwClosed();
+    if (giveUpOnFailure) failure_.throwIfFailed();
+    if (items_.empty() && tryClaim()) return;
+    waitIdle(lk, [&] { return closed_ || (items_.empty() && !busy()) || (giveUpOnFailure && failure_.failed()); });
+  }
+}
+
 std::shared_ptr<Task> WorkQueue::submit(std::vector<CollCall> calls, std::function<void()> before,
                                         std::function<void(strataResult_t)> after) {
   failure_.throwIfFailed();
@@ -44,6 +54,7 @@ std::shared_ptr<Task> WorkQueue::submit(std::vector<CollCall> calls, std::functi
     std::lock_guard<std::mutex> lk(mutex_);
     if (closed_) throwClosed();
     items_.push_back(Item{std::move(calls), task, std::move(before), std::move(after)});
+    syncBlocked();
     if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   }
   cv_.notify_all();
@@ -53,14 +64,16 @@ std::shared_ptr<Task> WorkQueue::submit(std::vector<CollCall> calls, std::functi
 void WorkQueue::workerLoop() {
   std::unique_lock<std::mutex> lk(mutex_);
   for (;;) {
-    waitIdle(lk, [&] { return stopWorker_ || (!items_.empty() && !busy_); });
+    waitIdle(
+        lk, [&] { return stopWorker_ || (!items_.empty() && !busy()); }, /*blocksFastPath=*/false);
     if (items_.empty()) {
       if (stopWorker_) return;
       continue;
     }
+    if (!tryClaim()) continue;  // cannot happen: with items queued the fast claim is blocked
     Item item = std::move(items_.front());
     items_.pop_front();
-    busy_ = true;
+    syncBlocked();
     lk.unlock();
     strataResult_t result = strataSuccess;
     std::string message;
@@ -78,7 +91,7 @@ void WorkQueue::workerLoop() {
     if (item.after) item.after(result);
     item.task->complete(result, message);
     lk.lock();
-    busy_ = false;
+    state_.fetch_and(~kBusy, std::memory_order_release);
     cv_.notify_all();
   }
 }
@@ -91,6 +104,7 @@ void WorkQueue::dropPending(strataResult_t result, const std::string& message) {
       if (item.after) item.after(result);
     }
     items_.clear();
+    syncBlocked();
   }
   cv_.notify_all();
 }
@@ -99,9 +113,10 @@ bool WorkQueue::close() {
   {
     std::unique_lock<std::mutex> lk(mutex_);
     if (closed_) return false;
-    waitIdle(lk, [&] { return (items_.empty() && !busy_) || failure_.aborted(); });
+    waitIdle(lk, [&] { return (items_.empty() && !busy()) || failure_.aborted(); });
     closed_ = true;
     stopWorker_ = true;
+    syncBlocked();
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();

@@ -49,18 +49,17 @@ class WorkQueue {
   ~WorkQueue();
 
   /// Runs `f` on the calling thread once every earlier call has finished, holding the queue while it runs
-  /// (a blocking call). Throws if the communicator has failed or was destroyed.
+  /// (a blocking call). Throws if the communicator has failed or was destroyed. With nothing queued, no one
+  /// waiting and no executor running, the queue is claimed with one atomic instruction and released with another
+  /// (no mutex): the training loop's back-to-back blocking calls.
   template <typename F>
   void runInline(F&& f) {
     failure_.throwIfFailed();
-    {
-      std::unique_lock<std::mutex> lk(mutex_);
-      if (closed_) throwClosed();
-      waitIdle(lk, [&] { return (items_.empty() && !busy_) || failure_.failed(); });
-      failure_.throwIfFailed();
-      busy_ = true;
-    }
+    uint32_t idle = 0;
+    if (!state_.compare_exchange_strong(idle, kBusy, std::memory_order_acquire, std::memory_order_relaxed))
+      claimSlow(/*giveUpOnFailure=*/true);
     Release release{this};
+    failure_.throwIfFailed();
     f();
   }
 
@@ -74,19 +73,14 @@ class WorkQueue {
   /// Runs `f` once no call runs and none is queued, failed or not (shrink: after a failure, work ends at once).
   template <typename F>
   void runQuiesced(F&& f) {
-    {
-      std::unique_lock<std::mutex> lk(mutex_);
-      if (closed_) throwClosed();
-      waitIdle(lk, [&] { return items_.empty() && !busy_; });
-      busy_ = true;
-    }
+    claimSlow(/*giveUpOnFailure=*/false);
     Release release{this};
     f();
   }
   /// Waits until no call runs and none is queued (revoke).
   void waitQuiet() {
     std::unique_lock<std::mutex> lk(mutex_);
-    waitIdle(lk, [&] { return items_.empty() && !busy_; });
+    waitIdle(lk, [&] { return items_.empty() && !busy(); });
   }
 
   /// Queues the calls behind earlier work and returns at once. `before` runs on the worker just before the
@@ -110,25 +104,56 @@ class WorkQueue {
     std::function<void()> before;
     std::function<void(strataResult_t)> after;
   };
-  // Frees the queue after an inline call; a blocking caller alone (no worker, no other thread) wakes nobody.
+  // state_: kBusy while an executor (an inline caller or the worker) runs calls; kBlocked while the fast claim
+  // of runInline must not be taken: items are queued, a thread waits in waitIdle(), or the queue is closed. The
+  // fast path claims only from 0 and releases only to 0, so whenever anything else is going on both go through
+  // the mutex. kBlocked is changed under mutex_ only (syncBlocked); kBusy is claimed by compare-and-swap from
+  // either side, so exactly one claimer wins.
+  static constexpr uint32_t kBusy = 1, kBlocked = 2;
+  bool busy() const { return (state_.load(std::memory_order_acquire) & kBusy) != 0; }
+  /// Sets kBusy if it is clear; under mutex_ or not.
+  bool tryClaim() {
+    uint32_t s = state_.load(std::memory_order_relaxed);
+    while (!(s & kBusy))
+      if (state_.compare_exchange_weak(s, s | kBusy, std::memory_order_acquire, std::memory_order_relaxed)) return true;
+    return false;
+  }
+  /// Recomputes kBlocked; under mutex_.
+  void syncBlocked() {
+    if (blockingWaiters_ > 0 || !items_.empty() || closed_) state_.fetch_or(kBlocked, std::memory_order_relaxed);
+    else state_.fetch_and(~kBlocked, std::memory_order_relaxed);
+  }
+  /// Claims the queue through the mutex once nothing is queued and no executor runs. Throws if the queue is closed,
+  /// and, with giveUpOnFailure, if the communicator fails meanwhile.
+  void claimSlow(bool giveUpOnFailure);
+  /// Clears kBusy; wakes waiters if there are any.
+  void release() {
+    uint32_t busyOnly = kBusy;
+    if (state_.compare_exchange_strong(busyOnly, 0, std::memory_order_release, std::memory_order_relaxed)) return;
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lk(mutex_);
+      state_.fetch_and(~kBusy, std::memory_order_release);
+      wake = waiters_ > 0;
+    }
+    if (wake) cv_.notify_all();
+  }
   struct Release {
     WorkQueue* q;
-    ~Release() {
-      bool wake;
-      {
-        std::lock_guard<std::mutex> lk(q->mutex_);
-        q->busy_ = false;
-        wake = q->waiters_ > 0;
-      }
-      if (wake) q->cv_.notify_all();
-    }
+    ~Release() { q->release(); }
   };
-  /// cv_.wait, counted in waiters_ so that a release with nobody waiting skips the notify.
+  /// cv_.wait, counted in waiters_ (so that a release with nobody waiting skips the notify) and, unless it is the
+  /// idle worker's wait for items (which a release need not end: queued items block the fast path themselves), in
+  /// blockingWaiters_ (so that a release while someone waits goes through the mutex).
   template <typename Pred>
-  void waitIdle(std::unique_lock<std::mutex>& lk, Pred pred) {
+  void waitIdle(std::unique_lock<std::mutex>& lk, Pred pred, bool blocksFastPath = true) {
     ++waiters_;
+    blockingWaiters_ += blocksFastPath ? 1 : 0;
+    syncBlocked();
     cv_.wait(lk, pred);
     --waiters_;
+    blockingWaiters_ -= blocksFastPath ? 1 : 0;
+    syncBlocked();
   }
   [[noreturn]] void throwClosed() const;
   void workerLoop();
@@ -139,8 +164,9 @@ class WorkQueue {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Item> items_;
-  bool busy_ = false;  // an executor (inline caller or worker) is running calls
-  int waiters_ = 0;    // threads inside waitIdle(); under mutex_
+  std::atomic<uint32_t> state_{0};  // kBusy | kBlocked, see above
+  int waiters_ = 0;                 // threads inside waitIdle(); under mutex_
+  int blockingWaiters_ = 0;         // those of them that block the fast path; under mutex_
   bool closed_ = false;
   bool stopWorker_ = false;
   std::thread worker_;
