@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Checks strata-perf JSON results (from perf/run_baselines.sh) against the issue's targets and prints a
-markdown table: busbw ratios against Open MPI and Gloo from 1 MiB up, and small all-reduce latency (from
-the latency_n*.json runs when given, which take many more iterations than the sweeps).
+"""Checks strata-perf JSON results (from perf/run_baselines.sh) against the issues' targets and prints markdown
+tables: busbw ratios against Open MPI, Gloo and oneCCL from 1 MiB up, and small all-reduce latency (from the
+latency_n*.json runs when given, which take many more iterations than the sweeps).
+
+A baseline absent from every file is left out of the tables; absent from some rows, it shows n/a there.
 
 usage: perf/summarize.py perf/results/*.json
 """
@@ -10,6 +12,9 @@ import statistics
 import sys
 
 MIB = 1 << 20
+# Baselines in column order, with the busbw ratio each is held to.
+TARGETS = {"mpi": 1.5, "gloo": 3.0, "oneccl": 1.5}
+NAMES = {"mpi": "MPI", "gloo": "Gloo", "oneccl": "oneCCL"}
 
 
 def load(path):
@@ -18,41 +23,63 @@ def load(path):
 
 
 def main(paths):
-    print("| collective | ranks | sizes | min busbw ratio vs MPI (target 1.5) | min vs Gloo (target 3) | "
-          "sizes below target |")
-    print("|---|---|---|---|---|---|")
-    latency = []
+    docs = [(p, load(p)) for p in sorted(paths)]
+    present = [b for b in TARGETS
+               if any(r.get("baselines", {}).get(b) for _, d in docs for r in d["results"])]
     dedicated = any(p.split("/")[-1].startswith("latency_") for p in paths)
-    for path in sorted(paths):
-        d = load(path)
+    rows, latency = [], []
+    for path, d in docs:
         env = d["environment"]
         coll, n = env["collective"], env["nranks"]
         isLatency = path.split("/")[-1].startswith("latency_")
         big = [] if isLatency else [r for r in d["results"] if r["size"] >= MIB and r.get("baselines")]
         if big:
-            mpi = [(r["size"], r["baselines"]["mpi"]["strata_ratio"]) for r in big if r["baselines"].get("mpi")]
-            gloo = [(r["size"], r["baselines"]["gloo"]["strata_ratio"]) for r in big if r["baselines"].get("gloo")]
-            misses = [f"{s // MIB}M (mpi {x:.2f})" for s, x in mpi if x < 1.5]
-            misses += [f"{s // MIB}M (gloo {x:.2f})" for s, x in gloo if x < 3.0]
+            cells, misses = [], []
+            for b in present:
+                got = [(r["size"], r["baselines"][b]["strata_ratio"]) for r in big if r["baselines"].get(b)]
+                cells.append(f"{min(x for _, x in got):.2f}" if got else "n/a")
+                misses += [f"{s // MIB}M ({b} {x:.2f})" for s, x in got if x < TARGETS[b]]
             sizes = f"{big[0]['size'] // MIB}M-{big[-1]['size'] // MIB}M"
-            print(f"| {coll} | {n} | {sizes} | {min(x for _, x in mpi):.2f} | {min(x for _, x in gloo):.2f} | "
-                  f"{', '.join(misses) if misses else 'none: met'} |")
+            rows.append(f"| {coll} | {n} | {sizes} | {' | '.join(cells)} | {', '.join(misses) if misses else 'none: met'} |")
         if coll == "allreduce" and isLatency == dedicated:
             for r in d["results"]:
-                if 8 <= r["size"] <= 4096 and r.get("baselines", {}).get("mpi"):
-                    latency.append((n, r["size"], r["out_of_place"]["time_us"], r["baselines"]["mpi"]["time_us"]))
+                if 8 <= r["size"] <= 4096 and r.get("baselines"):
+                    base = {b: r["baselines"][b]["time_us"] for b in present if r["baselines"].get(b)}
+                    # A baseline-only launch (few iterations, e.g. oneCCL at 4 ranks) adds no Strata time.
+                    strata = r["out_of_place"]["time_us"] if "mpi" in base else None
+                    latency.append((n, r["size"], strata, base))
+    if rows:
+        heads = " | ".join(f"min vs {NAMES[b]} (target {TARGETS[b]:g})" for b in present)
+        print(f"| collective | ranks | sizes | {heads} | sizes below target |")
+        print("|---|---|---|" + "---|" * len(present) + "---|")
+        print("\n".join(rows))
     if latency:
         # Several launches of the same sizes (latency_n*_r*.json): the median per (ranks, size).
         groups = {}
-        for n, size, t, m in latency:
-            groups.setdefault((n, size), []).append((t, m))
+        for n, size, t, base in latency:
+            g = groups.setdefault((n, size), {"strata": [], **{b: [] for b in present}})
+            if t is not None:
+                g["strata"].append(t)
+            for b, v in base.items():
+                g[b].append(v)
+        lat = [b for b in present if b != "gloo"]
         print()
-        print("| all-reduce | ranks | Strata (us) | Open MPI (us) | Strata / MPI | met (<= MPI) | launches |")
-        print("|---|---|---|---|---|---|---|")
-        for (n, size), runs in sorted(groups.items()):
-            t = statistics.median(r[0] for r in runs)
-            m = statistics.median(r[1] for r in runs)
-            print(f"| {size} B | {n} | {t:.2f} | {m:.2f} | {t / m:.2f} | {'yes' if t <= m else 'no'} | {len(runs)} |")
+        print("| all-reduce | ranks | Strata (us) | " + " | ".join(f"{NAMES[b]} (us) | Strata / {NAMES[b]}" for b in lat)
+              + " | met (<= every baseline) | launches |")
+        print("|---|---|---|" + "---|---|" * len(lat) + "---|---|")
+        for (n, size), g in sorted(groups.items()):
+            t = statistics.median(g["strata"]) if g["strata"] else None
+            cells, met = [], t is not None
+            for b in lat:
+                if g[b] and t is not None:
+                    m = statistics.median(g[b])
+                    cells.append(f"{m:.2f} | {t / m:.2f}")
+                    met &= t <= m
+                else:
+                    cells.append("n/a | n/a")
+            launches = "/".join(str(len(g[b])) for b in ["strata"] + lat)
+            print(f"| {size} B | {n} | {'n/a' if t is None else f'{t:.2f}'} | {' | '.join(cells)} | "
+                  f"{'yes' if met else 'no'} | {launches} |")
 
 
 if __name__ == "__main__":

@@ -111,7 +111,8 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
   const MsgStamp stamp = collStamp(call, static_cast<uint32_t>(seq));
   FlightScope flight(recorder_, recorder_.start(seq, call.kind, call.dtype, call.op, call.count,
                                                 isRooted(call.kind) ? call.root : -1, -1, what.algorithm));
-  runPlan(cached->plan, cached->peers, buffers, call.dtype, eff.kind, what, PlanStamps{{&stamp, 1}, {&stamp, 1}});
+  runPlan(cached->plan, cached->peers, buffers, call.dtype, eff.kind, what, PlanStamps{{&stamp, 1}, {&stamp, 1}},
+          &cached->runner);
 
   if (eff.postDiv != 1) {
     size_t sendElems = 0, recvElems = 0;
@@ -166,7 +167,8 @@ void CollectiveExecutor::runP2P(std::span<const CollCall> calls) {
 }
 
 void CollectiveExecutor::runPlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers,
-                                 strataDataType_t dtype, ReduceKind op, const OpLabel& what, PlanStamps stamps) {
+                                 strataDataType_t dtype, ReduceKind op, const OpLabel& what, PlanStamps stamps,
+                                 std::unique_ptr<PlanRunner>* cachedRunner) {
   conns_.ensure(peers);
   if (plan.scratchElems) {
     if (buffers.size() <= static_cast<size_t>(kBufScratch))
@@ -176,8 +178,15 @@ void CollectiveExecutor::runPlan(const Plan& plan, const std::vector<int>& peers
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     buffers[kBufScratch] = scratch_.data();
   }
-  PlanRunner runner(
-      plan, buffers, dtype, op, pieceBytes_, [this](int peer) { return conns_.get(peer); }, stamps);
+  std::unique_ptr<PlanRunner> local;
+  std::unique_ptr<PlanRunner>& slot = cachedRunner ? *cachedRunner : local;
+  if (slot) {
+    slot->rearm(buffers, dtype, op, stamps);
+  } else {
+    slot = std::make_unique<PlanRunner>(
+        plan, buffers, dtype, op, pieceBytes_, [this](int peer) { return conns_.get(peer); }, stamps);
+  }
+  PlanRunner& runner = *slot;
   try {
     progress_.drive(runner, what);
   } catch (const StampMismatch& m) {

@@ -54,8 +54,10 @@ class CollectiveExecutor {
  private:
   void runCollective(const CollCall& call);
   void runP2P(std::span<const CollCall> calls);
+  /// Runs `plan` on `buffers`. `cachedRunner` (may be null): where a cached plan keeps its runner between calls.
   void runPlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers, strataDataType_t dtype,
-               ReduceKind op, const OpLabel& what, PlanStamps stamps);
+               ReduceKind op, const OpLabel& what, PlanStamps stamps,
+               std::unique_ptr<PlanRunner>* cachedRunner = nullptr);
   size_t chunkElems(strataDataType_t dtype) const { return std::max<size_t>(1, chunkBytes_ / dtypeSize(dtype)); }
 
   const int rank_;
@@ -85,7 +87,8 @@ class CollectiveExecutor {
   };
   struct CachedPlan {
     Plan plan;
-    std::vector<int> peers;  // every peer the plan talks to, ascending
+    std::vector<int> peers;              // every peer the plan talks to, ascending
+    std::unique_ptr<PlanRunner> runner;  // made at the plan's first run, rearmed by each later one
   };
   std::map<PlanKey, std::unique_ptr<CachedPlan>> planCache_;
   CachedPlan* lastPlan_ = nullptr;  // the last plan used (owned by planCache_, which is cleared only on a miss)

@@ -39,6 +39,20 @@ PlanRunner::PlanRunner(const Plan& plan, std::span<void* const> buffers, strataD
     if (plan_.lanes[l].empty()) --lanesLeft_;
 }
 
+void PlanRunner::rearm(std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op, PlanStamps stamps) {
+  if (dtypeSize(dtype) != elemSize_) throw InternalError("PlanRunner::rearm: another element size");
+  buffers_ = buffers;
+  dtype_ = dtype;
+  op_ = op;
+  stamps_ = stamps;
+  std::fill_n(conns_, nConns_, nullptr);
+  lanesLeft_ = nLanes_;
+  for (size_t l = 0; l < nLanes_; ++l) {
+    lanes_[l] = LaneState{};
+    if (plan_.lanes[l].empty()) --lanesLeft_;
+  }
+}
+
 Connection* PlanRunner::conn(int peer) {
   Connection*& c = conns_[static_cast<size_t>(peer)];
   if (!c) c = connFor_(peer);

@@ -46,6 +46,10 @@ class PlanRunner : public Waitable {
   PlanRunner(const Plan& plan, std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op, size_t pieceBytes,
              std::function<Connection*(int)> connFor, PlanStamps stamps = {});
   PlanRunner(const PlanRunner&) = delete;  // lanes_/conns_ may point into the runner itself
+  /// Runs the same plan again from its start, on `buffers` (same rules as the constructor's) with `dtype` of the
+  /// same size, `op` and `stamps`: a cached plan keeps its runner, so a repeated small call constructs nothing.
+  /// Connections are looked up again through connFor.
+  void rearm(std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op, PlanStamps stamps);
   PlanRunner& operator=(const PlanRunner&) = delete;
 
   /// Advances every lane as far as it can without waiting. Returns true if anything moved.
