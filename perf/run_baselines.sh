@@ -17,7 +17,8 @@ out=${2:-perf/results}
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 oneccl=""
-if ldd "$build/bin/strata-perf" | grep -q libccl; then oneccl=",oneccl"; fi
+# (no grep -q: under pipefail its early exit makes ldd fail with SIGPIPE)
+if ldd "$build/bin/strata-perf" | grep libccl >/dev/null; then oneccl=",oneccl"; fi
 perf() {  # perf N COLL TXT JSON ARGS...
   local n=$1 coll=$2 txt=$3 json=$4
   shift 4
