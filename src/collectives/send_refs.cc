@@ -1,0 +1,117 @@
+#include "collectives/send_refs.h"
+
+#include <algorithm>
+#include <map>
+
+namespace strata {
+namespace {
+
+// A region in one address space: aliased buffers map onto the buffer they are part of.
+struct Span {
+  int buf;
+  int64_t begin, end;  // elements
+};
+
+Span spanOf(const Region& r, std::span<const BufferAlias> aliases) {
+  Span s{r.buf, static_cast<int64_t>(r.offset), static_cast<int64_t>(r.offset + r.count)};
+  for (const BufferAlias& a : aliases) {
+    if (a.buf == r.buf) {
+      s.buf = a.same;
+      s.begin += a.offset;
+      s.end += a.offset;
+      break;
+    }
+  }
+  return s;
+}
+
+// Written memory as disjoint intervals per buffer.
+class WrittenSet {
+ public:
+  void add(const Span& s) {
+    if (s.begin >= s.end) return;
+    auto& m = bufs_[s.buf];
+    int64_t b = s.begin, e = s.end;
+    auto it = m.upper_bound(b);
+    if (it != m.begin() && std::prev(it)->second >= b) --it;
+    while (it != m.end() && it->first <= e) {
+      b = std::min(b, it->first);
+      e = std::max(e, it->second);
+      it = m.erase(it);
+    }
+    m.emplace(b, e);
+  }
+  bool overlaps(const Span& s) const {
+    if (s.begin >= s.end) return false;
+    auto found = bufs_.find(s.buf);
+    if (found == bufs_.end()) return false;
+    const auto& m = found->second;
+    auto it = m.upper_bound(s.begin);  // first interval starting after s.begin
+    if (it != m.end() && it->first < s.end) return true;
+    return it != m.begin() && std::prev(it)->second > s.begin;
+  }
+
+ private:
+  std::map<int, std::map<int64_t, int64_t>> bufs_;  // buffer -> begin -> end
+};
+
+// The memory an op writes locally, if any. A copy onto itself writes nothing.
+bool writtenBy(const Op& op, std::span<const BufferAlias> aliases, Span* out) {
+  if (!usesDst(op.kind) || op.dst.count == 0) return false;
+  *out = spanOf(op.dst, aliases);
+  if (op.kind == OpKind::kCopy || op.kind == OpKind::kCopySend) {
+    const Span src = spanOf(op.src, aliases);
+    if (src.buf == out->buf && src.begin == out->begin && src.end == out->end) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+SendRefs::SendRefs(const Plan& plan, std::span<const BufferAlias> aliases) {
+  std::vector<WrittenSet> byLane(plan.lanes.size());
+  for (size_t l = 0; l < plan.lanes.size(); ++l) {
+    for (const Op& op : plan.lanes[l]) {
+      Span w;
+      if (writtenBy(op, aliases, &w)) byLane[l].add(w);
+    }
+  }
+  for (size_t l = 0; l < plan.lanes.size(); ++l) {
+    const std::vector<Op>& ops = plan.lanes[l];
+    WrittenSet later;  // what ops after the current one in this lane write
+    for (size_t i = ops.size(); i-- > 0;) {
+      const Op& op = ops[i];
+      const bool candidate =
+          op.kind == OpKind::kSend || op.kind == OpKind::kCopySend || op.kind == OpKind::kRecvCopySend;
+      if (candidate && op.count() > 0) {
+        const Span sent = spanOf(op.kind == OpKind::kRecvCopySend ? op.dst : op.src, aliases);
+        bool safe = !later.overlaps(sent);
+        Span own;
+        // kCopySend writes its destination in the same pass, after the reference went out.
+        if (safe && op.kind == OpKind::kCopySend && writtenBy(op, aliases, &own)) {
+          WrittenSet self;
+          self.add(own);
+          safe = !self.overlaps(sent);
+        }
+        for (size_t other = 0; safe && other < byLane.size(); ++other)
+          if (other != l && byLane[other].overlaps(sent)) safe = false;
+        if (safe) ops_.push_back(&op);
+      }
+      Span w;
+      if (writtenBy(op, aliases, &w)) later.add(w);
+    }
+  }
+  std::sort(ops_.begin(), ops_.end());
+}
+
+bool SendRefs::worthAnalysing(const Plan& plan, size_t elemSize, size_t pieceBytes) {
+  if (pieceBytes < kMinRefBytes) return false;
+  for (const std::vector<Op>& lane : plan.lanes)
+    for (const Op& op : lane)
+      if (op.sends() && op.count() * elemSize >= kMinRefBytes) return true;
+  return false;
+}
+
+bool SendRefs::allows(const Op* op) const { return std::binary_search(ops_.begin(), ops_.end(), op); }
+
+}  // namespace strata
