@@ -81,10 +81,11 @@ SendRefs::SendRefs(const Plan& plan, std::span<const BufferAlias> aliases) {
     WrittenSet later;  // what ops after the current one in this lane write
     for (size_t i = ops.size(); i-- > 0;) {
       const Op& op = ops[i];
-      const bool candidate =
-          op.kind == OpKind::kSend || op.kind == OpKind::kCopySend || op.kind == OpKind::kRecvCopySend;
+      // A forward sends the destination it has just written (received, or reduced into).
+      const bool forwards = op.kind == OpKind::kRecvCopySend || op.kind == OpKind::kRecvReduceCopySend;
+      const bool candidate = forwards || op.kind == OpKind::kSend || op.kind == OpKind::kCopySend;
       if (candidate && op.count() > 0) {
-        const Span sent = spanOf(op.kind == OpKind::kRecvCopySend ? op.dst : op.src, aliases);
+        const Span sent = spanOf(forwards ? op.dst : op.src, aliases);
         bool safe = !later.overlaps(sent);
         Span own;
         // kCopySend writes its destination in the same pass, after the reference went out.
@@ -102,6 +103,51 @@ SendRefs::SendRefs(const Plan& plan, std::span<const BufferAlias> aliases) {
     }
   }
   std::sort(ops_.begin(), ops_.end());
+}
+
+void SendRefs::dropReducedByPeers(const Plan& plan, const std::function<Plan(int)>& peerPlan) {
+  if (ops_.empty()) return;
+  std::vector<const Op*> keep;
+  std::vector<int> peers;
+  for (const Op* op : ops_) peers.push_back(op->sendPeer);
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  for (int p : peers) {
+    const Plan theirs = peerPlan(p);
+    // The stream from this rank to p, as p's ops cut it: [begin, end) in elements, and whether p reduces it.
+    struct Piece {
+      size_t end;
+      bool reduces;
+    };
+    std::vector<Piece> received;
+    size_t at = 0;
+    for (const std::vector<Op>& lane : theirs.lanes) {
+      for (const Op& op : lane) {
+        if (!op.receives() || op.recvPeer != plan.rank) continue;
+        at += op.count();
+        const bool reduces = op.kind == OpKind::kRecvReduce || op.kind == OpKind::kRecvReduceSend ||
+                             op.kind == OpKind::kRecvReduceCopySend;
+        received.push_back({at, reduces});
+      }
+    }
+    size_t sent = 0, j = 0;
+    for (const std::vector<Op>& lane : plan.lanes) {
+      for (const Op& op : lane) {
+        if (!op.sends() || op.sendPeer != p) continue;
+        const size_t begin = sent, end = sent + op.count();
+        sent = end;
+        while (j < received.size() && received[j].end <= begin) ++j;
+        bool reduced = j == received.size();  // the plans disagree: keep copying
+        for (size_t k = j; k < received.size() && !reduced; ++k) {
+          reduced = received[k].reduces;
+          if (received[k].end >= end) break;
+        }
+        if (!reduced && allows(&op)) keep.push_back(&op);
+      }
+    }
+  }
+  std::sort(keep.begin(), keep.end());
+  ops_ = std::move(keep);
 }
 
 bool SendRefs::worthAnalysing(const Plan& plan, size_t elemSize, size_t pieceBytes) {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -26,14 +27,21 @@ struct BufferAlias {
   int64_t offset = 0;  // elements
 };
 
-/// The ops of one plan whose sent region may travel as a reference: kSend and kCopySend (their source) and
-/// kRecvCopySend (the destination it has just received and forwards), where no later op of the same lane, no op
-/// of another lane and not the op itself writes memory overlapping that region.
+/// The ops of one plan whose sent region may travel as a reference: kSend and kCopySend (their source),
+/// kRecvCopySend and kRecvReduceCopySend (the destination they have just written and forward), where no later op of the
+/// same lane, no op of another lane and not the op itself writes memory overlapping that region.
 class SendRefs {
  public:
   SendRefs() = default;
   /// Analyses `plan`; buffers not named in `aliases` are taken to be disjoint from each other.
   SendRefs(const Plan& plan, std::span<const BufferAlias> aliases);
+
+  /// Drops the references whose receiver would reduce them: it would read them into a bounce buffer and reduce
+  /// from there, a system call more and no copy less than a reduction straight from its FIFO slot. `peerPlan(p)`
+  /// returns rank p's plan of the same call (the same generator and arguments); message streams are matched by
+  /// element position along each (sender, receiver) direction. Only a matter of speed: a receiver reads a
+  /// reference correctly in any op.
+  void dropReducedByPeers(const Plan& plan, const std::function<Plan(int)>& peerPlan);
 
   /// Whether `op`, an op of the analysed plan (by address), may send references.
   bool allows(const Op* op) const;

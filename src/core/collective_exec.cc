@@ -110,6 +110,12 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
               BufferAlias{kBufSend, kBufRecv, static_cast<int64_t>(delta / static_cast<ptrdiff_t>(esize))};
         }
         fresh->refs = SendRefs(fresh->plan, std::span<const BufferAlias>(alias.data(), nAlias));
+        // A reference the peer reduces gains nothing (see SendRefs): its plan says which those are.
+        fresh->refs.dropReducedByPeers(fresh->plan, [&](int peer) {
+          CollArgs theirs = args;
+          theirs.rank = peer;
+          return makePlan(theirs, fresh->plan.algorithm);
+        });
       }
       it = planCache_.emplace(key, std::move(fresh)).first;
     }

@@ -126,6 +126,12 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
       } else if (op.kind == OpKind::kRecvReduceCopySend) {
         char* dst = addr(op.dst, at);
         reduce2(dst, in, addr(op.src, at), n, dtype_, op_);
+        if (sendsRef(op, bytes, sc)) {
+          // The next rank reads the reduced piece from dst (all-reduce's gather half at two ranks).
+          sc->sendCommitRef(dst, bytes, stampOf(stamps_.send, op));
+          rc->recvRelease();
+          return true;
+        }
         std::memcpy(out, dst, bytes);
       } else if (sendsRef(op, bytes, sc)) {
         if (in != fwd) std::memcpy(fwd, in, bytes);

@@ -128,5 +128,54 @@ TEST(SendRefs, OutOfPlaceRingAllGatherSendsEverythingByReference) {
   EXPECT_FALSE(SendRefs::worthAnalysing(makePlan(ringArgs(CollKind::kAllGather, false), "ring"), 4, 1024));
 }
 
+// Without its peers' plans a ring all-reduce would send its first (reduce-scatter) sends by reference, which the
+// next rank only reduces: dropReducedByPeers keeps the all-gather forwards and drops those.
+TEST(SendRefs, SendsThePeerReducesGoBackToCopying) {
+  for (int n : {2, 3, 4}) {
+    SCOPED_TRACE(n);
+    CollArgs a = ringArgs(CollKind::kAllReduce, false);
+    a.nranks = n;
+    a.rank = 1;
+    const Plan p = makePlan(a, "ring");
+    SendRefs refs(p, {});
+    size_t sends = 0;
+    for (const auto& lane : p.lanes)
+      for (const Op& op : lane)
+        if (op.kind == OpKind::kSend) {
+          ++sends;
+          EXPECT_TRUE(refs.allows(&op)) << "out of place the send buffer is never written";
+        }
+    ASSERT_GT(sends, 0u);
+    refs.dropReducedByPeers(p, [&](int peer) {
+      CollArgs b = a;
+      b.rank = peer;
+      return makePlan(b, "ring");
+    });
+    size_t forwards = 0;
+    for (const auto& lane : p.lanes) {
+      for (const Op& op : lane) {
+        if (op.kind == OpKind::kSend) {
+          EXPECT_FALSE(refs.allows(&op)) << "the next rank reduces it";
+        }
+        if (op.kind == OpKind::kRecvCopySend || op.kind == OpKind::kRecvReduceCopySend) {
+          ++forwards;
+          EXPECT_TRUE(refs.allows(&op)) << opKindName(op.kind) << ": the next rank only stores (and forwards) it";
+        }
+      }
+    }
+    EXPECT_GT(forwards, 0u);
+  }
+  // All-gather: every receiver only stores: nothing is dropped.
+  const Plan g = makePlan(ringArgs(CollKind::kAllGather, false), "ring");
+  SendRefs refs(g, {});
+  const size_t before = refs.size();
+  refs.dropReducedByPeers(g, [&](int peer) {
+    CollArgs b = ringArgs(CollKind::kAllGather, false);
+    b.rank = peer;
+    return makePlan(b, "ring");
+  });
+  EXPECT_EQ(refs.size(), before);
+}
+
 }  // namespace
 }  // namespace strata
