@@ -1,6 +1,7 @@
 #include "collectives/send_refs.h"
 
 #include <algorithm>
+#include <exception>
 #include <map>
 
 namespace strata {
@@ -113,7 +114,12 @@ void SendRefs::dropReducedByPeers(const Plan& plan, const std::function<Plan(int
   std::sort(peers.begin(), peers.end());
   peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
   for (int p : peers) {
-    const Plan theirs = peerPlan(p);
+    Plan theirs;
+    try {
+      theirs = peerPlan(p);
+    } catch (const std::exception&) {
+      continue;  // no plan to compare with: sends to p keep copying
+    }
     // The stream from this rank to p, as p's ops cut it: [begin, end) in elements, and whether p reduces it.
     struct Piece {
       size_t end;
