@@ -100,6 +100,23 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
       args.hostOf = hostOf_;
       fresh->plan = makePlan(args, selector_.choose(call.kind, callBytes(call, nranks_)).algorithm);
       fresh->peers = planPeers(fresh->plan);
+      if (SendRefs::worthAnalysing(fresh->plan, esize, pieceBytes_)) {
+        // In place, the send buffer is part of the receive buffer: a send from it races with writes there.
+        std::array<BufferAlias, 1> alias{};
+        size_t nAlias = 0;
+        if (args.inPlace) {
+          const auto delta = static_cast<const char*>(call.sendbuff) - static_cast<const char*>(call.recvbuff);
+          alias[nAlias++] =
+              BufferAlias{kBufSend, kBufRecv, static_cast<int64_t>(delta / static_cast<ptrdiff_t>(esize))};
+        }
+        fresh->refs = SendRefs(fresh->plan, std::span<const BufferAlias>(alias.data(), nAlias));
+        // A reference the peer reduces gains nothing (see SendRefs): its plan says which those are.
+        fresh->refs.dropReducedByPeers(fresh->plan, [&](int peer) {
+          CollArgs theirs = args;
+          theirs.rank = peer;
+          return makePlan(theirs, fresh->plan.algorithm);
+        });
+      }
       it = planCache_.emplace(key, std::move(fresh)).first;
     }
     cached = it->second.get();
@@ -112,7 +129,7 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
   FlightScope flight(recorder_, recorder_.start(seq, call.kind, call.dtype, call.op, call.count,
                                                 isRooted(call.kind) ? call.root : -1, -1, what.algorithm));
   runPlan(cached->plan, cached->peers, buffers, call.dtype, eff.kind, what, PlanStamps{{&stamp, 1}, {&stamp, 1}},
-          &cached->runner);
+          &cached->runner, &cached->refs);
 
   if (eff.postDiv != 1) {
     size_t sendElems = 0, recvElems = 0;
@@ -162,13 +179,16 @@ void CollectiveExecutor::runP2P(std::span<const CollCall> calls) {
   if (plan.lanes.empty()) return;
   FlightScope flight(recorder_, recorder_.start(what.seq, CollKind::kSend, dtype, strataSum, calls.size(), -1,
                                                 calls.front().peer, "p2p"));
-  runPlan(plan, planPeers(plan), buffers, dtype, ReduceKind::kSum, what, PlanStamps{sendStamps, expectStamps});
+  // Sends copy (no references): a send that fits the connection completes before its receive is posted, which
+  // programs that send before they receive in separate groups rely on; a reference would hold it until then.
+  runPlan(plan, planPeers(plan), buffers, dtype, ReduceKind::kSum, what, PlanStamps{sendStamps, expectStamps},
+          /*cachedRunner=*/nullptr, /*refs=*/nullptr);
   flight.done();
 }
 
 void CollectiveExecutor::runPlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers,
                                  strataDataType_t dtype, ReduceKind op, const OpLabel& what, PlanStamps stamps,
-                                 std::unique_ptr<PlanRunner>* cachedRunner) {
+                                 std::unique_ptr<PlanRunner>* cachedRunner, const SendRefs* refs) {
   conns_.ensure(peers);
   if (plan.scratchElems) {
     if (buffers.size() <= static_cast<size_t>(kBufScratch))
@@ -185,6 +205,7 @@ void CollectiveExecutor::runPlan(const Plan& plan, const std::vector<int>& peers
   } else {
     slot = std::make_unique<PlanRunner>(
         plan, buffers, dtype, op, pieceBytes_, [this](int peer) { return conns_.get(peer); }, stamps);
+    slot->allowSendRefs(refs, kMinRefBytes);  // refs, like the plan, live in the cache entry with the runner
   }
   PlanRunner& runner = *slot;
   try {

@@ -13,6 +13,7 @@
 
 #include "collectives/plan.h"
 #include "collectives/selector.h"
+#include "collectives/send_refs.h"
 #include "core/call.h"
 #include "core/connections.h"
 #include "core/flight_recorder.h"
@@ -55,9 +56,10 @@ class CollectiveExecutor {
   void runCollective(const CollCall& call);
   void runP2P(std::span<const CollCall> calls);
   /// Runs `plan` on `buffers`. `cachedRunner` (may be null): where a cached plan keeps its runner between calls.
+  /// `refs` (may be null): the plan's sends that may go as references (shm single copy), kept with the plan.
   void runPlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers, strataDataType_t dtype,
                ReduceKind op, const OpLabel& what, PlanStamps stamps,
-               std::unique_ptr<PlanRunner>* cachedRunner = nullptr);
+               std::unique_ptr<PlanRunner>* cachedRunner = nullptr, const SendRefs* refs = nullptr);
   size_t chunkElems(strataDataType_t dtype) const { return std::max<size_t>(1, chunkBytes_ / dtypeSize(dtype)); }
 
   const int rank_;
@@ -89,6 +91,7 @@ class CollectiveExecutor {
     Plan plan;
     std::vector<int> peers;              // every peer the plan talks to, ascending
     std::unique_ptr<PlanRunner> runner;  // made at the plan's first run, rearmed by each later one
+    SendRefs refs;                       // its sends that may go as references (shm single copy)
   };
   std::map<PlanKey, std::unique_ptr<CachedPlan>> planCache_;
   CachedPlan* lastPlan_ = nullptr;  // the last plan used (owned by planCache_, which is cleared only on a miss)

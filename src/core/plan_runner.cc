@@ -79,17 +79,23 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
   const size_t bytes = n * elemSize_;
   switch (op.kind) {
     case OpKind::kSend: {
-      void* out = conn(op.sendPeer)->trySendReserve(bytes);
+      Connection* c = conn(op.sendPeer);
+      void* out = c->trySendReserve(bytes);
       if (!out) return false;
+      if (sendsRef(op, bytes, c)) {
+        c->sendCommitRef(addr(op.src, at), bytes, stampOf(stamps_.send, op));
+        return true;
+      }
       std::memcpy(out, addr(op.src, at), bytes);
-      conn(op.sendPeer)->sendCommit(bytes, stampOf(stamps_.send, op));
+      c->sendCommit(bytes, stampOf(stamps_.send, op));
       return true;
     }
     case OpKind::kRecv: {
       Connection* c = conn(op.recvPeer);
-      const void* in = c->tryRecvPeek(bytes, stampOf(stamps_.expect, op));
+      char* dst = addr(op.dst, at);
+      const void* in = c->tryRecvPeekInto(dst, bytes, stampOf(stamps_.expect, op));
       if (!in) return false;
-      std::memcpy(addr(op.dst, at), in, bytes);
+      if (in != dst) std::memcpy(dst, in, bytes);
       c->recvRelease();
       return true;
     }
@@ -106,7 +112,11 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
     case OpKind::kRecvCopySend: {
       Connection* rc = conn(op.recvPeer);
       Connection* sc = conn(op.sendPeer);
-      const void* in = rc->tryRecvPeek(bytes, stampOf(stamps_.expect, op));
+      // A forward receives into its destination first (one copy when the message is a reference), then sends
+      // from there.
+      char* fwd = op.kind == OpKind::kRecvCopySend ? addr(op.dst, at) : nullptr;
+      const void* in = fwd ? rc->tryRecvPeekInto(fwd, bytes, stampOf(stamps_.expect, op))
+                           : rc->tryRecvPeek(bytes, stampOf(stamps_.expect, op));
       if (!in) return false;
       void* out = sc->trySendReserve(bytes);
       if (!out) return false;  // the peeked message stays first in line; we come back for it
@@ -116,10 +126,21 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
       } else if (op.kind == OpKind::kRecvReduceCopySend) {
         char* dst = addr(op.dst, at);
         reduce2(dst, in, addr(op.src, at), n, dtype_, op_);
+        if (sendsRef(op, bytes, sc)) {
+          // The next rank reads the reduced piece from dst (all-reduce's gather half at two ranks).
+          sc->sendCommitRef(dst, bytes, stampOf(stamps_.send, op));
+          rc->recvRelease();
+          return true;
+        }
         std::memcpy(out, dst, bytes);
+      } else if (sendsRef(op, bytes, sc)) {
+        if (in != fwd) std::memcpy(fwd, in, bytes);
+        sc->sendCommitRef(fwd, bytes, stampOf(stamps_.send, op));
+        rc->recvRelease();
+        return true;
       } else {
         std::memcpy(out, in, bytes);
-        std::memcpy(addr(op.dst, at), in, bytes);
+        if (in != fwd) std::memcpy(fwd, in, bytes);
       }
       sc->sendCommit(bytes, stampOf(stamps_.send, op));
       rc->recvRelease();
@@ -127,13 +148,19 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
     }
     case OpKind::kCopySend: {
       // The local copy reads the piece from cache right after the send pulled it from memory.
-      void* out = conn(op.sendPeer)->trySendReserve(bytes);
+      Connection* c = conn(op.sendPeer);
+      void* out = c->trySendReserve(bytes);
       if (!out) return false;
       const char* src = addr(op.src, at);
-      std::memcpy(out, src, bytes);
       char* dst = addr(op.dst, at);
+      if (sendsRef(op, bytes, c)) {
+        c->sendCommitRef(src, bytes, stampOf(stamps_.send, op));
+        if (dst != src) std::memcpy(dst, src, bytes);
+        return true;
+      }
+      std::memcpy(out, src, bytes);
       if (dst != src) std::memcpy(dst, src, bytes);
-      conn(op.sendPeer)->sendCommit(bytes, stampOf(stamps_.send, op));
+      c->sendCommit(bytes, stampOf(stamps_.send, op));
       return true;
     }
     case OpKind::kCopy: {

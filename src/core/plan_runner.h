@@ -3,6 +3,7 @@
 // runner round-robin over in-memory connections in one thread. One implementation, tested both ways.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "collectives/plan.h"
+#include "collectives/send_refs.h"
 #include "kernels/reduce.h"
 #include "transport/transport.h"
 
@@ -52,6 +54,13 @@ class PlanRunner : public Waitable {
   void rearm(std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op, PlanStamps stamps);
   PlanRunner& operator=(const PlanRunner&) = delete;
 
+  /// Lets the ops `refs` allows send pieces of at least `minBytes` as references to this rank's memory, where
+  /// their connection can (Connection::refMinBytes). `refs`, like the plan it analysed, must outlive the runner.
+  void allowSendRefs(const SendRefs* refs, size_t minBytes) {
+    refs_ = refs && !refs->empty() ? refs : nullptr;
+    refMinBytes_ = std::max<size_t>(minBytes, 1);
+  }
+
   /// Advances every lane as far as it can without waiting. Returns true if anything moved.
   /// Throws on transport errors and on size mismatches with a peer.
   bool progress() override;
@@ -79,6 +88,12 @@ class PlanRunner : public Waitable {
   /// The stamp of the call `op` belongs to, from `stamps` (send or expect).
   static const MsgStamp& stampOf(std::span<const MsgStamp> stamps, const Op& op);
   Connection* conn(int peer);
+  /// Whether this piece of `op` goes to `c` as a reference (checked cheapest first).
+  bool sendsRef(const Op& op, size_t bytes, Connection* c) const {
+    if (!refs_ || bytes < refMinBytes_ || !refs_->allows(&op)) return false;
+    const size_t min = c->refMinBytes();
+    return min != 0 && bytes >= min;
+  }
 
   const Plan& plan_;
   std::span<void* const> buffers_;
@@ -88,6 +103,8 @@ class PlanRunner : public Waitable {
   size_t pieceElems_;
   std::function<Connection*(int)> connFor_;
   PlanStamps stamps_;
+  const SendRefs* refs_ = nullptr;  // sends that may go as references (null: none)
+  size_t refMinBytes_ = SIZE_MAX;
   // Per-peer connection cache and per-lane state. Small plans (every small-message call) keep them inline:
   // a small all-reduce costs a few hundred nanoseconds in all, and two heap allocations are a visible part.
   static constexpr size_t kInlinePeers = 16, kInlineLanes = 8;

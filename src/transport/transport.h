@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,17 @@ class StampMismatch : public InvalidUsage {
   MsgStamp expected, got;
 };
 
+/// The receiver of a reference (Connection::sendCommitRef) could not read the sender's memory: the sender freed
+/// or unmapped the buffer before the call completed, or the read came back short. Names peer, address and size.
+class SingleCopyReadError : public RemoteError {
+ public:
+  SingleCopyReadError(const std::string& msg, int peer, uint64_t address, size_t bytes)
+      : RemoteError(msg), peer(peer), address(address), bytes(bytes) {}
+  int peer;
+  uint64_t address;
+  size_t bytes;
+};
+
 /// A bidirectional, ordered, message-based link to one peer. Each direction holds up to
 /// Config::nslots messages of at most Config::pieceBytes each.
 class Connection {
@@ -56,9 +68,26 @@ class Connection {
   virtual const void* tryRecvPeek(size_t bytes, const MsgStamp& expected) = 0;
   virtual void recvRelease() = 0;
 
+  /// Single copy (shm between processes of one host): the smallest message this connection sends as a reference
+  /// to the sender's own memory, which the receiver then reads directly (process_vm_readv); 0 when it never does.
+  virtual size_t refMinBytes() const { return 0; }
+  /// Commits the reserved message as a reference to `bytes` (>= refMinBytes()) at `src` instead of the bytes
+  /// themselves (nothing is written into the reservation). The caller keeps those bytes unchanged and mapped
+  /// until flushed() is true: the receiver reads them when it gets to the message.
+  virtual void sendCommitRef(const void* /*src*/, size_t /*bytes*/, const MsgStamp& /*stamp*/) {
+    throw InternalError("sendCommitRef on a connection that sends no references");
+  }
+  /// tryRecvPeek for a receiver that wants the message in `dst`: a transport that can move it there itself (a
+  /// reference read with one copy) does, and returns `dst`; otherwise it returns what tryRecvPeek returns and the
+  /// caller copies. Either way the message stays first in line until recvRelease().
+  virtual const void* tryRecvPeekInto(void* /*dst*/, size_t bytes, const MsgStamp& expected) {
+    return tryRecvPeek(bytes, expected);
+  }
+
   /// Moves queued bytes (TCP). Returns true if anything moved. Throws RemoteError on a broken link.
   virtual bool progress() = 0;
-  /// True when every committed message has left this process (safe to destroy without losing data).
+  /// True when every committed message has left this process (safe to destroy without losing data) and the
+  /// receiver has read every reference (sendCommitRef) this side sent.
   virtual bool flushed() = 0;
   /// Cheap liveness check called while a wait is stalled; throws RemoteError naming the peer if dead.
   virtual void checkPeer() = 0;
@@ -81,6 +110,10 @@ namespace shm {
 /// Unlinks the FIFO segments in /dev/shm that no live process will unlink (their creator, in this pid
 /// namespace, died during set-up); returns how many it found. Every shm set-up runs it first.
 size_t removeStaleSegments();
+/// "on" when the connection reads large pieces from the sender's memory (single copy), else "off: " and why.
+std::string singleCopyState(const Connection& c);
+/// Tests: set-ups in this process see `err` as the errno of their process_vm_readv probe (0: probe for real).
+void setSingleCopyProbeErrorForTesting(int err);
 }  // namespace shm
 std::unique_ptr<Connection> connectTcp(PeerExchange& exchange, const Config& config, int peer, uint32_t tag);
 /// UCP tagged messages (src/transport/ucx/). Throws InvalidUsage when Strata was built without UCX or the

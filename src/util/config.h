@@ -39,6 +39,13 @@ struct Config {
   size_t pieceBytes;
   /// STRATA_NSLOTS: slots per connection direction; a connection buffers nslots * pieceBytes.
   int nslots;
+  /// STRATA_SHM_SINGLE_COPY: auto | off. auto = between processes of one host that may read each other's memory
+  /// (process_vm_readv; probed at connection set-up, both ranks must agree), a large piece that a plan sends
+  /// unchanged travels as a reference to the sender's buffer, which the receiver reads straight into its
+  /// destination: one copy instead of two. off = every piece goes through the FIFO.
+  std::string shmSingleCopy;
+  /// STRATA_SHM_SINGLE_COPY_BYTES: smallest piece sent as a reference (pieces are at most STRATA_PIECE_BYTES).
+  size_t shmSingleCopyBytes;
   /// STRATA_NSOCKS: TCP sockets per peer connection.
   int nsocks;
   /// STRATA_SPIN_US: how long a wait spins before it yields (then, after 50 ms idle, sleeps). Ignored when

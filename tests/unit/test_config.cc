@@ -119,6 +119,8 @@ const std::vector<std::string> kVariables = {"STRATA_DEBUG",
                                              "STRATA_ALGO",
                                              "STRATA_PIECE_BYTES",
                                              "STRATA_NSLOTS",
+                                             "STRATA_SHM_SINGLE_COPY",
+                                             "STRATA_SHM_SINGLE_COPY_BYTES",
                                              "STRATA_NSOCKS",
                                              "STRATA_SPIN_US",
                                              "STRATA_GPU_DIRECT_BYTES",
@@ -150,6 +152,8 @@ TEST(ConfigTable, DefaultsAreTheDocumentedOnes) {
   EXPECT_TRUE(c.algo.empty());
   EXPECT_EQ(c.pieceBytes, 131072u);
   EXPECT_EQ(c.nslots, 8);
+  EXPECT_EQ(c.shmSingleCopy, "auto");
+  EXPECT_EQ(c.shmSingleCopyBytes, size_t{64} << 10);
   EXPECT_EQ(c.nsocks, 2);
   EXPECT_EQ(c.spinUs, 5);
   EXPECT_EQ(c.gpuDirectMaxBytes, size_t{4} << 20);
@@ -179,6 +183,8 @@ const Sample kSamples[] = {
      [](const Config& c) { return c.algo.size() == 2 && c.algo.at("allreduce") == "tree"; }},
     {"STRATA_PIECE_BYTES", "1M", "1048576", [](const Config& c) { return c.pieceBytes == 1048576u; }},
     {"STRATA_NSLOTS", "1024", "1024", [](const Config& c) { return c.nslots == 1024; }},
+    {"STRATA_SHM_SINGLE_COPY", "off", "off", [](const Config& c) { return c.shmSingleCopy == "off"; }},
+    {"STRATA_SHM_SINGLE_COPY_BYTES", "1M", "1048576", [](const Config& c) { return c.shmSingleCopyBytes == 1u << 20; }},
     {"STRATA_NSOCKS", "64", "64", [](const Config& c) { return c.nsocks == 64; }},
     {"STRATA_SPIN_US", "0", "0", [](const Config& c) { return c.spinUs == 0; }},
     {"STRATA_GPU_DIRECT_BYTES", "1G", "1073741824", [](const Config& c) { return c.gpuDirectMaxBytes == 1u << 30; }},

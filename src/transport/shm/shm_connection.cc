@@ -10,14 +10,25 @@
 // Only kill -9 between steps 1 and 3 leaves a segment behind; the next set-up on the host removes it
 // (removeStaleSegments: segments whose creator is dead).
 // The data path has no system calls, no locks and no allocations: two atomics per message.
+//
+// Single copy (STRATA_SHM_SINGLE_COPY=auto): set-up step 4 probes whether each rank may read the other's memory
+// (process_vm_readv of a word the peer names); both ranks use it only if both probes succeeded. Then a large piece
+// that the plan sends unchanged travels as a reference (kRefFlag, an address and a size in the slot), and the
+// receiver reads it with process_vm_readv straight into its destination (or into a bounce buffer for a reducing
+// receive) before it frees the slot. The sender's flushed() is false until `tail` has passed its last reference,
+// so no call completes (and no connection is destroyed) while the peer may still read its memory.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <exception>
@@ -41,6 +52,15 @@ namespace {
 
 constexpr uint8_t kAckMapped = 1;
 constexpr uint8_t kAckFailed = 0;
+
+std::atomic<int> probeErrorForTesting{0};
+
+// What set-up agreed about single copy for one connection.
+struct SingleCopyMode {
+  size_t minBytes = 0;  // 0: off
+  std::string state;    // "on" or "off: why", for logs and tests
+  int64_t timeoutMs = 0;
+};
 
 std::string randomHex(size_t bytes) {
   std::vector<uint8_t> buf(bytes);
@@ -181,7 +201,8 @@ ShmSlotHeader* slotHeader(char* slots, size_t stride, uint64_t slot) {
 
 class ShmConnection final : public Connection {
  public:
-  ShmConnection(ShmSegment recvSeg, ShmSegment sendSeg, int me, int peer, size_t pieceBytes, uint32_t nslots)
+  ShmConnection(ShmSegment recvSeg, ShmSegment sendSeg, int me, int peer, size_t pieceBytes, uint32_t nslots,
+                SingleCopyMode singleCopy)
       : recvSeg_(std::move(recvSeg)),
         sendSeg_(std::move(sendSeg)),
         rx_(static_cast<ShmFifoHeader*>(recvSeg_.base())),
@@ -195,7 +216,8 @@ class ShmConnection final : public Connection {
         peer_(peer),
         peerPid_(tx_->creatorPid),
         rxKey_(tsanKey(recvSeg_.name())),
-        txKey_(tsanKey(sendSeg_.name())) {
+        txKey_(tsanKey(sendSeg_.name())),
+        singleCopy_(std::move(singleCopy)) {
     // Liveness: pids are only comparable between processes of one pid namespace (containers sharing
     // /dev/shm may not be).
     const bool pidComparable = tx_->creatorPidNs != 0 && tx_->creatorPidNs == pidNamespaceId();
@@ -207,6 +229,7 @@ class ShmConnection final : public Connection {
   }
 
   ~ShmConnection() override {
+    waitForReferences();
     rx_->receiverClosed.store(1, std::memory_order_release);
     tx_->senderClosed.store(1, std::memory_order_release);
     peerWatch_.reset();
@@ -234,8 +257,26 @@ class ShmConnection final : public Connection {
       throw InternalError(
           strprintf("rank %d: sendCommit(%zu) to rank %d without a matching trySendReserve", me_, bytes, peer_));
     }
+    commit(bytes, stamp);
+  }
+
+  size_t refMinBytes() const override { return singleCopy_.minBytes; }
+
+  void sendCommitRef(const void* src, size_t bytes, const MsgStamp& stamp) override {
+    if (!reserved_ || singleCopy_.minBytes == 0 || bytes < singleCopy_.minBytes || bytes > pieceBytes_) {
+      throw InternalError(
+          strprintf("rank %d: sendCommitRef(%zu) to rank %d without a reservation or single copy", me_, bytes, peer_));
+    }
     ShmSlotHeader* h = slotHeader(txSlots_, stride_, txSlot_);
-    h->size = bytes;
+    const ShmRef ref{reinterpret_cast<uint64_t>(src), bytes};
+    std::memcpy(h->inlineData, &ref, sizeof(ref));
+    commit(bytes | kRefFlag, stamp);
+    lastRefHead_ = txHead_;
+  }
+
+  void commit(uint64_t sizeWord, const MsgStamp& stamp) {
+    ShmSlotHeader* h = slotHeader(txSlots_, stride_, txSlot_);
+    h->size = sizeWord;
     h->stampLo = stamp.lo;
     h->stampHi = stamp.hi;
     tsanRelease(txKey_);
@@ -245,7 +286,13 @@ class ShmConnection final : public Connection {
     if (++txSlot_ == nslots_) txSlot_ = 0;
   }
 
-  const void* tryRecvPeek(size_t bytes, const MsgStamp& expected) override {
+  const void* tryRecvPeek(size_t bytes, const MsgStamp& expected) override { return peek(nullptr, bytes, expected); }
+  const void* tryRecvPeekInto(void* dst, size_t bytes, const MsgStamp& expected) override {
+    return peek(dst, bytes, expected);
+  }
+
+  // The next message; a reference is read into `dst` (nullptr: the bounce buffer) and that is returned.
+  const void* peek(void* dst, size_t bytes, const MsgStamp& expected) {
     const ShmSlotHeader* h = slotHeader(rxSlots_, stride_, rxSlot_);
     uint64_t ready = h->ready.load(std::memory_order_acquire);
     if (ready != rxTail_ + 1) {
@@ -258,8 +305,11 @@ class ShmConnection final : public Connection {
       if (ready != rxTail_ + 1) throwClosed();
     }
     tsanAcquire(rxKey_);
-    const uint64_t size = h->size;
-    if (size > pieceBytes_) corrupted(ready, size);
+    const uint64_t sizeWord = h->size;
+    const bool isRef = (sizeWord & kRefFlag) != 0;
+    const uint64_t size = sizeWord & ~kRefFlag;
+    if (size > pieceBytes_ || (isRef && (singleCopy_.minBytes == 0 || size <= kInlineBytes)))
+      corrupted(ready, sizeWord);
     if (h->stampLo != expected.lo || h->stampHi != expected.hi) [[unlikely]]
       throw StampMismatch(me_, peer_, expected, MsgStamp{h->stampLo, h->stampHi});
     if (size != bytes) {
@@ -270,6 +320,15 @@ class ShmConnection final : public Connection {
                     me_, bytes, peer_, static_cast<unsigned long long>(size)));
     }
     rxPeeked_ = true;
+    if (isRef) [[unlikely]] {
+      void* into = dst ? dst : bounce();
+      // A message peeked again (the op waited for room to send on) was read already.
+      if (rxReadInto_ != into) {
+        readReference(h, into, bytes);
+        rxReadInto_ = into;
+      }
+      return into;
+    }
     return bytes <= kInlineBytes ? static_cast<const void*>(h->inlineData) : static_cast<const void*>(h + 1);
   }
 
@@ -278,13 +337,21 @@ class ShmConnection final : public Connection {
       throw InternalError(strprintf("rank %d: recvRelease from rank %d without a message", me_, peer_));
     }
     rxPeeked_ = false;
+    rxReadInto_ = nullptr;
     rx_->tail.store(++rxTail_, std::memory_order_release);
     if (++rxSlot_ == nslots_) rxSlot_ = 0;
   }
 
   bool progress() override { return false; }
-  // A committed message already lives in the peer's segment, which outlives our mapping.
-  bool flushed() override { return true; }
+  // A committed message already lives in the peer's segment, which outlives our mapping; a reference is done with
+  // once the receiver has freed its slot (it reads before it frees).
+  bool flushed() override {
+    if (lastRefHead_ <= txTailCache_) return true;
+    txTailCache_ = tx_->tail.load(std::memory_order_acquire);
+    return lastRefHead_ <= txTailCache_;
+  }
+
+  const std::string& singleCopyState() const { return singleCopy_.state; }
 
   void checkPeer() override {
     const bool closed = rx_->senderClosed.load(std::memory_order_acquire) != 0 ||
@@ -312,6 +379,59 @@ class ShmConnection final : public Connection {
 
   bool peerExited() const { return peerWatch_.exited(); }
 
+  char* bounce() {
+    if (!bounce_) {
+      void* p = std::aligned_alloc(64, roundUp(pieceBytes_, 64));
+      if (!p)
+        throw SysError(strprintf("rank %d: a %zu-byte bounce buffer for rank %d", me_, pieceBytes_, peer_), ENOMEM);
+      bounce_.reset(static_cast<char*>(p));
+    }
+    return bounce_.get();
+  }
+
+  void readReference(const ShmSlotHeader* h, void* into, size_t bytes) {
+    ShmRef ref;
+    std::memcpy(&ref, h->inlineData, sizeof(ref));
+    if (ref.bytes != bytes) corrupted(rxTail_ + 1, ref.bytes);
+    iovec local{into, bytes};
+    iovec remote{reinterpret_cast<void*>(ref.address), bytes};
+    const ssize_t got = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
+    const int err = got < 0 ? errno : 0;
+    // A pid that exited is no longer the peer's, whatever the read returned.
+    if (err == ESRCH || peerExited()) {
+      throw RemoteError(
+          strprintf("rank %d (pid %d) on this host exited (seen by rank %d reading a %zu-byte message "
+                    "from its memory)",
+                    peer_, static_cast<int>(peerPid_), me_, bytes));
+    }
+    if (got == static_cast<ssize_t>(bytes)) return;
+    const std::string why =
+        got < 0 ? strprintf("failed: %s", std::strerror(err)) : strprintf("returned only %zd bytes", got);
+    throw SingleCopyReadError(
+        strprintf("rank %d: reading %zu bytes at address 0x%llx of rank %d (pid %d) with process_vm_readv %s: rank %d "
+                  "freed or changed that buffer before the call completed, or this rank's destination %p is not "
+                  "writable",
+                  me_, bytes, static_cast<unsigned long long>(ref.address), peer_, static_cast<int>(peerPid_),
+                  why.c_str(), peer_, into),
+        peer_, ref.address, bytes);
+  }
+
+  // The peer may still read references this side sent: the memory behind them must stay as it is until it has.
+  // Bounded by the peer closing or exiting and by STRATA_TIMEOUT_MS.
+  void waitForReferences() {
+    if (flushed()) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(singleCopy_.timeoutMs);
+    while (!flushed()) {
+      if (tx_->receiverClosed.load(std::memory_order_acquire) || peerExited()) return;
+      if (std::chrono::steady_clock::now() > deadline) {
+        STRATA_WARN(kLogShm, "rank %d: closing the shm connection to rank %d while it has not read %llu references",
+                    me_, peer_, static_cast<unsigned long long>(lastRefHead_ - txTailCache_));
+        return;
+      }
+      usleep(50);
+    }
+  }
+
   [[noreturn]] void throwClosed() const {
     throw RemoteError(
         strprintf("rank %d (pid %d) closed its shm connection to rank %d while rank %d still "
@@ -336,7 +456,82 @@ class ShmConnection final : public Connection {
   // Receiver side.
   uint64_t rxTail_ = 0, rxSlot_ = 0;
   bool rxPeeked_ = false;  // tryRecvPeek returned the message at rxTail_ and it is not released yet
+  // Single copy.
+  SingleCopyMode singleCopy_;
+  uint64_t lastRefHead_ = 0;    // txHead_ after the last reference sent: flushed once tail reaches it
+  void* rxReadInto_ = nullptr;  // where the reference at rxTail_ has been read to (nullptr: not yet)
+  struct FreeDeleter {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, FreeDeleter> bounce_;  // reducing receives read references here
 };
+
+// Set-up step 4: whether the two ranks read each other's memory for large pieces. Each rank names a word of its
+// own and reads the peer's with process_vm_readv; single copy is on only if both reads worked, so both ranks come
+// to the same answer. The peer's pid (from its FIFO header) only means something in the same pid namespace.
+struct SingleCopyOffer {
+  uint8_t want;  // STRATA_SHM_SINGLE_COPY != off
+  uint8_t pad[7];
+  uint64_t pidNs;
+  uint64_t address;  // of a word this rank keeps until set-up ends
+  uint64_t value;    // its value
+};
+
+std::string probeRead(pid_t peerPid, const SingleCopyOffer& peer, int me, int peerRank) {
+  int err = probeErrorForTesting.load(std::memory_order_relaxed);
+  uint64_t got = 0;
+  if (err == 0) {
+    iovec local{&got, sizeof(got)};
+    iovec remote{reinterpret_cast<void*>(peer.address), sizeof(got)};
+    if (process_vm_readv(peerPid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(got))) err = errno;
+    else if (got != peer.value) return strprintf("rank %d read a wrong value from rank %d's memory", me, peerRank);
+  }
+  if (err == 0) return {};
+  if (err == EPERM) {
+    return strprintf(
+        "rank %d may not read rank %d's memory (process_vm_readv: EPERM; a yama ptrace_scope above 0 "
+        "or a missing CAP_SYS_PTRACE refuses it)",
+        me, peerRank);
+  }
+  if (err == ENOSYS) return strprintf("the kernel of rank %d has no process_vm_readv (ENOSYS)", me);
+  return strprintf("rank %d could not read rank %d's memory (process_vm_readv: %s)", me, peerRank, std::strerror(err));
+}
+
+SingleCopyMode agreeOnSingleCopy(PeerExchange& exchange, const Config& config, int peer, uint32_t tag, pid_t peerPid) {
+  const int me = exchange.rank();
+  SingleCopyMode mode;
+  mode.timeoutMs = config.timeoutMs;
+  uint64_t word = 0;
+  fillRandom(&word, sizeof(word), "getrandom for the single-copy probe");
+  SingleCopyOffer mine{};
+  mine.want = config.shmSingleCopy != "off";
+  mine.pidNs = pidNamespaceId();
+  mine.address = reinterpret_cast<uint64_t>(&word);
+  mine.value = word;
+  exchange.send(peer, tag, &mine, sizeof(mine));
+  const std::vector<uint8_t> got = exchange.recv(peer, tag);
+  if (got.size() != sizeof(SingleCopyOffer))
+    throw RemoteError(strprintf("rank %d: rank %d sent a malformed single-copy offer", me, peer));
+  SingleCopyOffer theirs;
+  std::memcpy(&theirs, got.data(), sizeof(theirs));
+
+  std::string why;  // empty: this rank can read the peer's memory
+  if (!mine.want) why = strprintf("STRATA_SHM_SINGLE_COPY=off on rank %d", me);
+  else if (!theirs.want) why = strprintf("STRATA_SHM_SINGLE_COPY=off on rank %d", peer);
+  else if (mine.pidNs == 0 || theirs.pidNs != mine.pidNs)
+    why = strprintf("rank %d is in another pid namespace than rank %d", peer, me);
+  else why = probeRead(peerPid, theirs, me, peer);
+  exchange.send(peer, tag, why.data(), why.size());
+  const std::vector<uint8_t> peerWhy = exchange.recv(peer, tag);  // `word` stays alive until the peer has read it
+  if (why.empty()) why.assign(peerWhy.begin(), peerWhy.end());
+  if (why.empty()) {
+    mode.minBytes = std::max<size_t>(config.shmSingleCopyBytes, kInlineBytes + 1);
+    mode.state = "on";
+  } else {
+    mode.state = "off: " + why;
+  }
+  return mode;
+}
 
 // A segment without a valid header (its creator died between shm_open and writing the header) is removed
 // once it is this old; one with a header as soon as its creator is gone.
@@ -373,6 +568,13 @@ bool isStale(const std::string& name, uint64_t myPidNs) {
 }
 
 }  // namespace
+
+void setSingleCopyProbeErrorForTesting(int err) { probeErrorForTesting.store(err, std::memory_order_relaxed); }
+
+std::string singleCopyState(const Connection& c) {
+  const auto* shm = dynamic_cast<const ShmConnection*>(&c);
+  return shm ? shm->singleCopyState() : "off: not a shm connection";
+}
 
 size_t removeStaleSegments() {
   const uint64_t myPidNs = pidNamespaceId();
@@ -472,9 +674,23 @@ std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& con
         strprintf("rank %d: rank %d could not map the shm FIFO of rank %d: %s", me, peer, me, why.c_str()));
   }
 
+  // 4. Single copy.
+  const pid_t peerPid = static_cast<const ShmFifoHeader*>(sendSeg.base())->creatorPid;
+  SingleCopyMode singleCopy = agreeOnSingleCopy(exchange, config, peer, tag, peerPid);
+
   STRATA_INFO(kLogShm, "rank %d <-> rank %d: shm connection, %u slots of %zu bytes each way", me, peer, nslots,
               config.pieceBytes);
-  return std::make_unique<ShmConnection>(std::move(recvSeg), std::move(sendSeg), me, peer, config.pieceBytes, nslots);
+  if (singleCopy.minBytes) {
+    STRATA_INFO(kLogShm,
+                "rank %d <-> rank %d: single copy on: pieces of %zu bytes and more that a plan sends unchanged "
+                "are read from the sender's memory (process_vm_readv)",
+                me, peer, singleCopy.minBytes);
+  } else {
+    STRATA_INFO(kLogShm, "rank %d <-> rank %d: single copy %s; every piece goes through the FIFO", me, peer,
+                singleCopy.state.c_str());
+  }
+  return std::make_unique<ShmConnection>(std::move(recvSeg), std::move(sendSeg), me, peer, config.pieceBytes, nslots,
+                                         std::move(singleCopy));
 }
 
 }  // namespace strata

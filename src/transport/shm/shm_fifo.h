@@ -23,7 +23,7 @@
 namespace strata::shm {
 
 inline constexpr uint64_t kFifoMagic = 0x5354524153484d31ull;  // "STRASHM1"
-inline constexpr uint32_t kFifoVersion = 3;                    // 3: slot headers carry the call's stamp
+inline constexpr uint32_t kFifoVersion = 4;  // 3: slot headers carry the call's stamp; 4: references (kRefFlag)
 // Two cache lines: adjacent-line prefetchers pull lines in pairs.
 inline constexpr size_t kLinePair = 128;
 inline constexpr size_t kSlotHeaderBytes = 64;
@@ -55,13 +55,23 @@ struct alignas(kLinePair) ShmFifoHeader {
 };
 
 struct alignas(kSlotHeaderBytes) ShmSlotHeader {
-  uint64_t size;                 // bytes in this message
+  uint64_t size;                 // bytes in this message, | kRefFlag for a reference (ShmRef in inlineData)
   std::atomic<uint64_t> ready;   // message index + 1 once the message is complete (written last)
   uint64_t stampLo, stampHi;     // the call it belongs to (transport.h, MsgStamp)
   unsigned char inlineData[32];  // the payload of messages of at most kInlineBytes
 };
 static_assert(sizeof(ShmSlotHeader) == kSlotHeaderBytes);
 inline constexpr size_t kInlineBytes = sizeof(ShmSlotHeader::inlineData);
+
+/// Single copy: a slot whose size word has this bit carries no bytes but where they are in the sender's memory; the
+/// receiver reads them with process_vm_readv and frees the slot only after that, so the sender knows a reference
+/// is done with once `tail` has passed it.
+inline constexpr uint64_t kRefFlag = uint64_t{1} << 63;
+struct ShmRef {
+  uint64_t address;  // in the sender's address space
+  uint64_t bytes;
+};
+static_assert(sizeof(ShmRef) <= kInlineBytes);
 
 inline size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 inline size_t fifoSlotStride(size_t pieceBytes) { return kSlotHeaderBytes + roundUp(pieceBytes, 64); }
