@@ -27,9 +27,9 @@ struct BufferAlias {
   int64_t offset = 0;  // elements
 };
 
-/// The ops of one plan whose sent region may travel as a reference: kSend and kCopySend (their source),
-/// kRecvCopySend and kRecvReduceCopySend (the destination they have just written and forward), where no later op of the
-/// same lane, no op of another lane and not the op itself writes memory overlapping that region.
+/// The ops of one plan whose sent region may travel as a reference: kSend and kCopySend (their source), kRecvCopySend
+/// (the destination it has just written and forwards; not kRecvReduceCopySend, see send_refs.cc), where no later op of
+/// the same lane, no op of another lane and not the op itself writes memory overlapping that region.
 class SendRefs {
  public:
   SendRefs() = default;
