@@ -6,26 +6,16 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/coll_args.h"
+#include "collectives/generators.h"
 #include "collectives/plan.h"
 #include "collectives/send_refs.h"
 
 namespace strata {
 namespace {
 
-Op send(Region src) {
-  Op op;
-  op.kind = OpKind::kSend;
-  op.sendPeer = 1;
-  op.src = src;
-  return op;
-}
-Op recv(Region dst) {
-  Op op;
-  op.kind = OpKind::kRecv;
-  op.recvPeer = 1;
-  op.dst = dst;
-  return op;
-}
+// Both with rank 1, the peer of every op here.
+Op send(Region src) { return gen::sendOp(1, src); }
+Op recv(Region dst) { return gen::recvOp(1, dst); }
 
 Plan planOf(std::vector<std::vector<Op>> lanes) {
   Plan p;

@@ -216,11 +216,12 @@ size_t messageSize(uint64_t k, size_t pieceBytes) {
   return 1 + static_cast<size_t>((h >> 17) % pieceBytes);
 }
 
-// Polls until a message of `bytes` arrives; returns it (not yet released).
-const void* recvBlocking(Connection& c, size_t bytes, const MsgStamp& expect = {}) {
+// Polls until a message of `bytes` arrives; returns it (not yet released). With `into`, the receiver wants it there
+// (tryRecvPeekInto: a reference is read straight into `into`).
+const void* recvBlocking(Connection& c, size_t bytes, const MsgStamp& expect = {}, void* into = nullptr) {
   const auto start = Clock::now();
   while (true) {
-    if (const void* p = c.tryRecvPeek(bytes, expect)) return p;
+    if (const void* p = into ? c.tryRecvPeekInto(into, bytes, expect) : c.tryRecvPeek(bytes, expect)) return p;
     c.progress();
     checkNotStuck(start, "receiving");
     std::this_thread::yield();
@@ -1040,13 +1041,8 @@ TEST(ShmSingleCopy, PiecesAboveAndBelowTheThresholdArriveIntact) {
     for (size_t k = 0; k < sizes.size(); ++k) {
       const size_t s = sizes[k];
       std::vector<uint8_t> dst(s, 0xEE);
-      const auto start = Clock::now();
-      const void* in;
       // Alternate the receivers: into the destination, or peeked (a reducing receive: bounce buffer).
-      while (!(in = k % 2 ? conn->tryRecvPeekInto(dst.data(), s, {}) : conn->tryRecvPeek(s, {}))) {
-        checkNotStuck(start, "receiving");
-        std::this_thread::yield();
-      }
+      const void* in = recvBlocking(*conn, s, {}, k % 2 ? dst.data() : nullptr);
       if (k % 2 && s >= 4096) {
         EXPECT_EQ(in, dst.data()) << "a reference is read straight into the destination";
       }
@@ -1101,12 +1097,7 @@ TEST(ShmSingleCopy, FlushedOnlyOnceThePeerHasReadTheReference) {
     exchangeBarrier(ex, 0);
     std::vector<uint8_t> dst(65536);
     for (size_t s : {size_t{1000}, size_t{65536}}) {
-      const auto start = Clock::now();
-      const void* in;
-      while (!(in = conn->tryRecvPeekInto(dst.data(), s, {}))) {
-        checkNotStuck(start, "receiving");
-        std::this_thread::yield();
-      }
+      const void* in = recvBlocking(*conn, s, {}, dst.data());
       EXPECT_EQ(std::memcmp(in, data.data(), s), 0);
       conn->recvRelease();
     }
@@ -1137,11 +1128,7 @@ TEST(ShmSingleCopy, FreedBufferIsAnErrorNamingPeerAddressAndSize) {
     std::memcpy(&address, got.data(), sizeof(address));
     std::vector<uint8_t> dst(65536);
     try {
-      const auto start = Clock::now();
-      while (!conn->tryRecvPeekInto(dst.data(), dst.size(), {})) {
-        checkNotStuck(start, "receiving");
-        std::this_thread::yield();
-      }
+      recvBlocking(*conn, dst.size(), {}, dst.data());
       ADD_FAILURE() << "reading an unmapped buffer succeeded";
     } catch (const SingleCopyReadError& e) {
       const std::string what = e.what();
@@ -1279,11 +1266,7 @@ TEST(ShmSingleCopy, PeerDeadBeforeTheReadIsRemoteError) {
     usleep(200000);
     std::vector<uint8_t> dst(65536);
     try {
-      const auto start = Clock::now();
-      while (!conn->tryRecvPeekInto(dst.data(), dst.size(), {})) {
-        checkNotStuck(start, "receiving");
-        std::this_thread::yield();
-      }
+      recvBlocking(*conn, dst.size(), {}, dst.data());
       ADD_FAILURE() << "read the memory of a dead process";
     } catch (const RemoteError& e) {
       EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
