@@ -1,0 +1,516 @@
+// The simulator's engine (sim.h): the plans of the simulated ranks, cut in the executor's pieces, run as events
+// over the cluster's resources.
+//
+// Each lane of each simulated rank is a process that takes its ops' pieces one after another. A piece starts when
+// its lane's previous piece is done, its op's cross-lane dependency is met (first piece only), its message has
+// arrived (receiving ops) and the connection has a free slot (sending ops). It then costs the rank's engine its
+// local work (served in order with the rank's other lanes), after which its message is consumed (freeing the
+// sender's slot) and its outgoing message enters the links. Every resource is a server in arrival order at its own
+// rate; events are handled in time order, so each server sees its pieces in the order they reach it.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <queue>
+#include <unordered_map>
+
+#include "collectives/algorithms.h"
+#include "collectives/sim.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+constexpr double kUnknown = -1;  // a time not known yet
+
+// An op as the engine needs it: what it does, on which connections, how many elements.
+struct SimOp {
+  OpKind kind = OpKind::kCopy;
+  int recvConn = -1;  // index into Engine::conns_
+  int sendConn = -1;
+  size_t elems = 0;
+  int afterLane = -1;
+  uint32_t afterOps = 0;
+};
+
+bool reduces(OpKind k) {
+  return k == OpKind::kRecvReduce || k == OpKind::kRecvReduceSend || k == OpKind::kRecvReduceCopySend ||
+         k == OpKind::kReduceLocal;
+}
+bool copies(OpKind k) { return k == OpKind::kCopy || k == OpKind::kCopySend || k == OpKind::kRecvCopySend; }
+
+struct Lane {
+  int rep = 0;  // the simulated rank (0..s-1)
+  std::vector<SimOp> ops;
+  size_t op = 0;                                   // the op being worked on
+  size_t piece = 0;                                // its next piece
+  std::vector<double> doneAt;                      // per op: when it completed (kUnknown before)
+  std::vector<std::pair<size_t, int>> depWaiters;  // (op index, lane id) waiting for that op to complete
+};
+
+// One connection (sender -> receiver) of the simulated ranks, under symmetry the class of connections that shift
+// onto it: its sender and its receiver are both simulated ranks' lanes.
+struct Conn {
+  std::vector<int> path;  // resources crossed
+  double latencyUs = 0;
+  std::vector<double> arrive;    // per message: when it has arrived
+  std::vector<double> consumed;  // per message: when the receiver consumed it (its slot is free again)
+  int recvWaiter = -1;           // lane waiting for the next message to arrive
+  int sendWaiter = -1;           // lane waiting for a free slot
+};
+
+struct Resource {
+  double usPerByte = 0;
+  double freeAt = 0;
+};
+
+struct Event {
+  double t;
+  uint64_t seq;
+  int lane;
+  bool finish;  // false: try to start the lane's next piece; true: the piece's local work is done
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+class Engine {
+ public:
+  Engine(const SimCluster& c, const SimCall& call, int n, std::vector<int> hostOf, int period)
+      : c_(c), call_(call), n_(n), s_(period), hostOf_(std::move(hostOf)) {
+    L_ = c.ranksPerHost;
+    localOf_.resize(static_cast<size_t>(n));
+    std::vector<int> seen;
+    for (int r = 0; r < n; ++r) {
+      const int h = hostOf_[static_cast<size_t>(r)];
+      if (static_cast<int>(seen.size()) <= h) seen.resize(static_cast<size_t>(h) + 1, 0);
+      localOf_[static_cast<size_t>(r)] = seen[static_cast<size_t>(h)]++;
+    }
+    const int coarsen = std::max(1, call.coarsen);
+    pieceElems_ = std::max<size_t>(1, c.messageBytes() * static_cast<size_t>(coarsen) / call.elemSize);
+    over_ = c.cores > 0 && c.ranksPerHost > c.cores ? static_cast<double>(c.ranksPerHost) / c.cores : 1.0;
+    reps_.resize(static_cast<size_t>(s_));
+  }
+
+  // Adds simulated rank `rep`'s plan.
+  void addPlan(const Plan& plan) {
+    const int rep = plan.rank;
+    RepState& st = reps_[static_cast<size_t>(rep)];
+    st.cpu = resourceIndex(key(kCpu, rep, 0), 1.0);  // rate unused: the engine's work is in us
+    st.firstLane = static_cast<int>(lanes_.size());
+    for (const std::vector<Op>& ops : plan.lanes) {
+      Lane& lane = lanes_.emplace_back();
+      lane.rep = rep;
+      lane.ops.reserve(ops.size());
+      for (const Op& op : ops) {
+        SimOp s;
+        s.kind = op.kind;
+        s.elems = op.count();
+        s.afterLane = op.afterLane;
+        s.afterOps = op.afterOps;
+        if (op.receives()) s.recvConn = connIndex(op.recvPeer, rep);
+        if (op.sends()) s.sendConn = connIndex(rep, op.sendPeer);
+        lane.ops.push_back(s);
+      }
+      lane.doneAt.assign(lane.ops.size(), kUnknown);
+    }
+  }
+
+  SimResult run() {
+    for (int id = 0; id < static_cast<int>(lanes_.size()); ++id) schedule(0, id, false);
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      ++events;
+      if (e.finish) {
+        finishPiece(e.lane, e.t);
+      } else {
+        step(e.lane, e.t);
+      }
+    }
+    SimResult r;
+    for (size_t id = 0; id < lanes_.size(); ++id) {
+      const Lane& lane = lanes_[id];
+      if (lane.op < lane.ops.size())
+        throw InternalError(strprintf(
+            "strata-sim: %s %s on %d ranks: rank %d's lane %zu is stuck at op %zu of %zu "
+            "(the plans deadlock in the simulation)",
+            collName(call_.kind), call_.algorithm.c_str(), n_, lane.rep,
+            id - static_cast<size_t>(reps_[static_cast<size_t>(lane.rep)].firstLane), lane.op, lane.ops.size()));
+      const double done = lane.doneAt.empty() ? 0 : lane.doneAt.back();
+      r.us = std::max(r.us, done);
+      std::vector<std::vector<double>>& perRank = r.laneUs;
+      if (perRank.size() <= static_cast<size_t>(lane.rep)) perRank.resize(static_cast<size_t>(lane.rep) + 1);
+      perRank[static_cast<size_t>(lane.rep)].push_back(done);
+    }
+    r.pieces = pieces;
+    r.events = events;
+    return r;
+  }
+
+  uint64_t events = 0;
+  uint64_t pieces = 0;
+
+ private:
+  enum ResourceKind : uint64_t { kCpu, kTxPort, kRxPort, kPair, kMemory, kNicTx, kNicRx, kLeafUp, kLeafDown, kCap };
+  static uint64_t key(ResourceKind k, uint64_t a, uint64_t b) {
+    return (static_cast<uint64_t>(k) << 56) | (a << 28) | b;
+  }
+
+  struct RepState {
+    int cpu = -1;
+    int firstLane = 0;
+  };
+
+  // ---- the symmetry: every rank, host and leaf maps onto its representative among the simulated ones ----
+  int canonRank(int r) const { return r % s_; }
+  int canonHost(int h) const { return s_ == n_ ? h : h % (s_ / L_); }
+  int canonLeaf(int l) const { return s_ == n_ ? l : l % std::max(1, s_ / (L_ * std::max(1, c_.hostsPerLeaf))); }
+  int host(int r) const { return hostOf_[static_cast<size_t>(r)]; }
+
+  int resourceIndex(uint64_t k, double gbps) {
+    auto [it, fresh] = resourceIds_.emplace(k, static_cast<int>(resources_.size()));
+    if (fresh) resources_.push_back(Resource{1.0 / (gbps * 1e3), 0});
+    return it->second;
+  }
+
+  // The connection class of a -> b: the sender shifted to its representative.
+  int connIndex(int a, int b) {
+    const int shift = a - canonRank(a);
+    const int ca = canonRank(a), cb = ((b - shift) % n_ + n_) % n_;
+    const uint64_t k = (static_cast<uint64_t>(ca) << 32) | static_cast<uint64_t>(cb);
+    auto [it, fresh] = connIds_.emplace(k, static_cast<int>(conns_.size()));
+    if (fresh) {
+      Conn& conn = conns_.emplace_back();
+      buildPath(ca, cb, &conn);
+      if (c_.executor == SimCluster::Executor::kDevice && c_.channelGBps > 0)
+        conn.path.push_back(
+            resourceIndex(key(kCap, static_cast<uint64_t>(it->second), 0), c_.channelGBps * std::max(1, c_.channels)));
+    }
+    return it->second;
+  }
+
+  void buildPath(int a, int b, Conn* conn) {
+    const int ha = host(a), hb = host(b);
+    if (ha == hb) {
+      const double rate = c_.intraGBps * c_.intraEfficiency;
+      conn->latencyUs = c_.intraLatencyUs;
+      if (c_.intra == SimCluster::Intra::kPairwise) {
+        conn->path.push_back(resourceIndex(key(kPair, static_cast<uint64_t>(a), static_cast<uint64_t>(b)), rate));
+        return;
+      }
+      conn->path.push_back(resourceIndex(key(kTxPort, static_cast<uint64_t>(canonRank(a)), 0), rate));
+      conn->path.push_back(resourceIndex(key(kRxPort, static_cast<uint64_t>(canonRank(b)), 0), rate));
+      // Shared memory: each byte is written into the FIFO and read out of it.
+      if (c_.intra == SimCluster::Intra::kShm && c_.memoryGBps > 0)
+        conn->path.push_back(resourceIndex(key(kMemory, static_cast<uint64_t>(canonHost(ha)), 0), c_.memoryGBps / 2));
+      return;
+    }
+    const int nicA = localOf_[static_cast<size_t>(a)] % c_.nics, nicB = localOf_[static_cast<size_t>(b)] % c_.nics;
+    const double nicRate = c_.nicGBps * c_.netEfficiency;
+    conn->path.push_back(
+        resourceIndex(key(kNicTx, static_cast<uint64_t>(canonHost(ha)), static_cast<uint64_t>(nicA)), nicRate));
+    conn->path.push_back(
+        resourceIndex(key(kNicRx, static_cast<uint64_t>(canonHost(hb)), static_cast<uint64_t>(nicB)), nicRate));
+    const bool rail = c_.fabric == SimCluster::Fabric::kRail;
+    int hops = 1;
+    if (c_.hostsPerLeaf > 0) {
+      const int la = ha / c_.hostsPerLeaf, lb = hb / c_.hostsPerLeaf;
+      if (la != lb || (rail && nicA != nicB)) {
+        // Through the spine: the source leaf's uplinks and the destination leaf's downlinks.
+        hops = 3;
+        const double perLeaf = c_.hostsPerLeaf * nicRate * (rail ? 1 : c_.nics) / c_.oversubscription;
+        conn->path.push_back(resourceIndex(
+            key(kLeafUp, static_cast<uint64_t>(canonLeaf(la)), static_cast<uint64_t>(rail ? nicA : 0)), perLeaf));
+        conn->path.push_back(resourceIndex(
+            key(kLeafDown, static_cast<uint64_t>(canonLeaf(lb)), static_cast<uint64_t>(rail ? nicB : 0)), perLeaf));
+      }
+    }
+    conn->latencyUs = c_.netLatencyUs + hops * c_.switchLatencyUs;
+  }
+
+  void schedule(double t, int lane, bool finish) { events_.push(Event{t, seq_++, lane, finish}); }
+
+  size_t piecesOf(const SimOp& op) const { return (op.elems + pieceElems_ - 1) / pieceElems_; }
+  size_t pieceElems(const SimOp& op, size_t piece) const {
+    return std::min(pieceElems_, op.elems - piece * pieceElems_);
+  }
+
+  // Starts lane `id`'s next piece at `now` if it can; otherwise registers what it waits for.
+  void step(int id, double now) {
+    Lane& lane = lanes_[static_cast<size_t>(id)];
+    if (lane.op >= lane.ops.size()) return;
+    const SimOp& op = lane.ops[lane.op];
+    if (lane.piece == 0 && op.afterLane >= 0 && op.afterOps > 0) {
+      const int depId = reps_[static_cast<size_t>(lane.rep)].firstLane + op.afterLane;
+      Lane& dep = lanes_[static_cast<size_t>(depId)];
+      const double d = dep.doneAt[op.afterOps - 1];
+      if (d == kUnknown) {
+        dep.depWaiters.emplace_back(op.afterOps - 1, id);
+        return;
+      }
+      if (d > now) return schedule(d, id, false);
+    }
+    if (op.recvConn >= 0) {
+      Conn& conn = conns_[static_cast<size_t>(op.recvConn)];
+      const size_t m = conn.consumed.size();
+      if (m >= conn.arrive.size()) {
+        conn.recvWaiter = id;
+        return;
+      }
+      if (conn.arrive[m] > now) return schedule(conn.arrive[m], id, false);
+    }
+    if (op.sendConn >= 0) {
+      Conn& conn = conns_[static_cast<size_t>(op.sendConn)];
+      const size_t m = conn.arrive.size();
+      if (m >= static_cast<size_t>(c_.nslots)) {
+        const size_t k = m - static_cast<size_t>(c_.nslots);
+        if (k >= conn.consumed.size()) {
+          conn.sendWaiter = id;
+          return;
+        }
+        if (conn.consumed[k] > now) return schedule(conn.consumed[k], id, false);
+      }
+    }
+    // The engine's work for this piece, after the rank's earlier work.
+    const double bytes = static_cast<double>(pieceElems(op, lane.piece) * call_.elemSize);
+    double work = 0;
+    if (op.recvConn >= 0) work += c_.messageUs;
+    if (op.sendConn >= 0) work += c_.messageUs;
+    if (reduces(op.kind)) work += bytes / (c_.reduceGBps * 1e3);
+    if (copies(op.kind)) work += bytes / (c_.copyGBps * 1e3);
+    work *= over_;
+    Resource& cpu = resources_[static_cast<size_t>(reps_[static_cast<size_t>(lane.rep)].cpu)];
+    const double end = std::max(now, cpu.freeAt) + work;
+    cpu.freeAt = end;
+    if (end > now) return schedule(end, id, true);
+    finishPiece(id, now);
+  }
+
+  // Lane `id`'s current piece has done its local work at `t`: its message is consumed, its outgoing message
+  // enters the links, and the lane moves on.
+  void finishPiece(int id, double t) {
+    Lane& lane = lanes_[static_cast<size_t>(id)];
+    const SimOp& op = lane.ops[lane.op];
+    double next = t;  // when the lane can take its next piece
+    if (op.recvConn >= 0) {
+      Conn& conn = conns_[static_cast<size_t>(op.recvConn)];
+      conn.consumed.push_back(t);
+      if (conn.sendWaiter >= 0) {
+        schedule(t, conn.sendWaiter, false);
+        conn.sendWaiter = -1;
+      }
+    }
+    if (op.sendConn >= 0) {
+      Conn& conn = conns_[static_cast<size_t>(op.sendConn)];
+      const double bytes = static_cast<double>(pieceElems(op, lane.piece) * call_.elemSize);
+      double done = t;
+      for (size_t i = 0; i < conn.path.size(); ++i) {
+        Resource& res = resources_[static_cast<size_t>(conn.path[i])];
+        const double end = std::max(t, res.freeAt) + bytes * res.usPerByte;
+        res.freeAt = end;
+        done = std::max(done, end);
+        // The sender is busy until its own side (the first resource: its port, its NIC, its link) has taken the
+        // piece: its next piece reaches the shared resources after the other senders' pieces queued meanwhile.
+        if (i == 0) next = end;
+      }
+      const double arrival = done + conn.latencyUs;
+      conn.arrive.push_back(arrival);
+      ++pieces;
+      if (conn.recvWaiter >= 0) {
+        schedule(arrival, conn.recvWaiter, false);
+        conn.recvWaiter = -1;
+      }
+    }
+    if (++lane.piece >= piecesOf(op)) {
+      lane.doneAt[lane.op] = next;
+      for (auto it = lane.depWaiters.begin(); it != lane.depWaiters.end();) {
+        if (it->first == lane.op) {
+          schedule(next, it->second, false);
+          it = lane.depWaiters.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      ++lane.op;
+      lane.piece = 0;
+    }
+    if (next > t) return schedule(next, id, false);
+    step(id, t);
+  }
+
+  const SimCluster& c_;
+  const SimCall& call_;
+  const int n_, s_;
+  int L_ = 1;
+  std::vector<int> hostOf_, localOf_;
+  size_t pieceElems_ = 1;
+  double over_ = 1;
+  std::vector<RepState> reps_;
+  std::vector<Lane> lanes_;
+  std::vector<Conn> conns_;
+  std::unordered_map<uint64_t, int> connIds_;
+  std::vector<Resource> resources_;
+  std::unordered_map<uint64_t, int> resourceIds_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  uint64_t seq_ = 0;
+};
+
+// ---- the call's plans ----
+
+size_t countOf(const SimCall& call, int n) {
+  const size_t elems = call.bytes / std::max<size_t>(1, call.elemSize);
+  switch (call.kind) {
+    case CollKind::kReduceScatter:
+    case CollKind::kAllGather:
+    case CollKind::kAllToAll: return elems / static_cast<size_t>(n);
+    default: return elems;
+  }
+}
+
+CollArgs argsFor(const SimCluster& c, const SimCall& call, int n, int rank, const std::vector<int>& hostOf) {
+  CollArgs a;
+  a.kind = call.kind;
+  a.nranks = n;
+  a.rank = rank;
+  a.count = countOf(call, n);
+  a.chunkElems = std::max<size_t>(1, c.chunkBytes() * static_cast<size_t>(std::max(1, call.coarsen)) / call.elemSize);
+  a.hostOf = hostOf;
+  return a;
+}
+
+// True if `b` is `a` with every peer shifted by `s` (mod n): the same lanes, op kinds, dependencies, and counts
+// within one element (near-equal segments).
+bool shiftsBy(const Plan& a, const Plan& b, int s, int n) {
+  if (a.lanes.size() != b.lanes.size()) return false;
+  auto shifted = [&](int peer) { return peer < 0 ? peer : (peer + s) % n; };
+  for (size_t l = 0; l < a.lanes.size(); ++l) {
+    const std::vector<Op>& x = a.lanes[l];
+    const std::vector<Op>& y = b.lanes[l];
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t cx = x[i].count(), cy = y[i].count();
+      if (x[i].kind != y[i].kind || shifted(x[i].sendPeer) != y[i].sendPeer ||
+          shifted(x[i].recvPeer) != y[i].recvPeer || x[i].afterLane != y[i].afterLane ||
+          x[i].afterOps != y[i].afterOps || (cx > cy ? cx - cy : cy - cx) > 1)
+        return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+SimResult simulate(const SimCluster& cluster, const SimCall& call) {
+  const auto start = std::chrono::steady_clock::now();
+  const int hosts = call.hosts > 0 ? call.hosts : cluster.hosts;
+  SimCluster c = cluster;
+  if (call.ranksPerHost > 0) c.ranksPerHost = call.ranksPerHost;
+  if (c.maxHosts > 0 && hosts > c.maxHosts)
+    throw InvalidArgument(strprintf("strata-sim: %d hosts is more than cluster '%s' takes (maxHosts %d)", hosts,
+                                    c.name.c_str(), c.maxHosts));
+  if (call.elemSize == 0) throw InvalidArgument("strata-sim: element size 0");
+  std::vector<int> hostOf = call.hostOf;
+  const bool uniform = hostOf.empty();
+  if (uniform)
+    for (int h = 0; h < hosts; ++h)
+      for (int l = 0; l < c.ranksPerHost; ++l) hostOf.push_back(h);
+  const int n = static_cast<int>(hostOf.size());
+  if (n < 1) throw InvalidArgument("strata-sim: no ranks");
+  const int nhosts = *std::max_element(hostOf.begin(), hostOf.end()) + 1;
+  if (call.algorithm == "hier" && nhosts < 2)
+    throw InvalidArgument("strata-sim: hier needs ranks on two hosts or more");
+  const size_t count = countOf(call, n);
+
+  SimResult result;
+  result.algorithm = call.algorithm;
+  result.ranks = n;
+  // Checks the algorithm's name, for every call.
+  Plan first = makePlan(argsFor(c, call, n, 0, hostOf), call.algorithm);
+  if (count == 0 || n == 1) {
+    // Nothing moves between ranks: a local copy at most.
+    result.simulatedRanks = 1;
+    if (!first.lanes.empty())
+      result.us = c.messageUs + static_cast<double>(first.lanes[0][0].count() * call.elemSize) / (c.copyGBps * 1e3);
+    result.wallMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  }
+
+  // The symmetry period: whole hosts (whole leaves when the fabric has several), doubled until the plans shift by
+  // it; n (no symmetry) if none does. Each candidate's engine takes the plans as they are checked.
+  std::unique_ptr<Engine> engine;
+  int period = n;
+  if (call.symmetry && uniform) {
+    // On one host every rank is alike (a port each way, or a link per pair); across hosts, whole hosts shift
+    // onto each other, and whole leaves when there are several.
+    int base = nhosts == 1 ? 1 : c.ranksPerHost;
+    if (c.hostsPerLeaf > 0 && nhosts > c.hostsPerLeaf) base *= c.hostsPerLeaf;
+    for (int s = base; s < n && n % s == 0 && !engine; s *= 2) {
+      auto candidate = std::make_unique<Engine>(c, call, n, hostOf, s);
+      bool ok = shiftsBy(first, makePlan(argsFor(c, call, n, n - s, hostOf), call.algorithm), n - s, n);
+      for (int r = 0; r < s && ok; ++r) {
+        Plan p = r == 0 ? first : makePlan(argsFor(c, call, n, r, hostOf), call.algorithm);
+        ok = shiftsBy(p, makePlan(argsFor(c, call, n, r + s, hostOf), call.algorithm), s, n);
+        if (ok) candidate->addPlan(p);
+      }
+      if (ok) {
+        engine = std::move(candidate);
+        period = s;
+      }
+    }
+  }
+  if (!engine) {
+    engine = std::make_unique<Engine>(c, call, n, hostOf, n);
+    for (int r = 0; r < n; ++r)
+      engine->addPlan(r == 0 ? first : makePlan(argsFor(c, call, n, r, hostOf), call.algorithm));
+  }
+  const SimResult r = engine->run();
+  result.us = r.us;
+  result.laneUs = r.laneUs;
+  result.pieces = r.pieces;
+  result.events = r.events;
+  result.simulatedRanks = period;
+  result.wallMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+SimResult simulatePlans(const SimCluster& cluster, const std::vector<Plan>& plans, size_t elemSize,
+                        const std::vector<int>& hostOf) {
+  const auto start = std::chrono::steady_clock::now();
+  const int n = static_cast<int>(plans.size());
+  if (n < 1) throw InvalidArgument("strata-sim: no plans");
+  SimCall call;
+  call.elemSize = elemSize;
+  call.algorithm = plans[0].algorithm;
+  call.hostOf = hostOf.empty() ? std::vector<int>(static_cast<size_t>(n), 0) : hostOf;
+  if (static_cast<int>(call.hostOf.size()) != n)
+    throw InvalidArgument(strprintf("strata-sim: hostOf names %zu ranks for %d plans", call.hostOf.size(), n));
+  for (int r = 0; r < n; ++r) {
+    if (plans[static_cast<size_t>(r)].rank != r || plans[static_cast<size_t>(r)].nranks != n)
+      throw InvalidArgument(strprintf("strata-sim: plan %d is rank %d's of %d", r, plans[static_cast<size_t>(r)].rank,
+                                      plans[static_cast<size_t>(r)].nranks));
+    validatePlan(plans[static_cast<size_t>(r)]);
+  }
+  Engine engine(cluster, call, n, call.hostOf, n);
+  for (const Plan& p : plans) engine.addPlan(p);
+  SimResult result = engine.run();
+  result.algorithm = call.algorithm;
+  result.ranks = result.simulatedRanks = n;
+  result.wallMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+std::vector<SimResult> simulateAll(const SimCluster& cluster, const SimCall& call) {
+  std::vector<SimResult> out;
+  const int hosts = call.hosts > 0 ? call.hosts : cluster.hosts;
+  bool severalHosts = hosts > 1;
+  if (!call.hostOf.empty()) severalHosts = *std::max_element(call.hostOf.begin(), call.hostOf.end()) > 0;
+  for (const std::string& name : algorithmsFor(call.kind)) {
+    if (name == "hier" && !severalHosts) continue;
+    SimCall one = call;
+    one.algorithm = name;
+    out.push_back(simulate(cluster, one));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const SimResult& a, const SimResult& b) { return a.us < b.us; });
+  return out;
+}
+
+}  // namespace strata
