@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "collectives/sim.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -46,22 +47,54 @@ Prediction Selector::choose(CollKind kind, size_t bytes) const {
   const auto key = std::make_pair(static_cast<int>(kind), bytes);
   auto it = decisions_.find(key);
   if (it != decisions_.end()) return it->second;
-  const std::vector<Prediction> all = predictAll(kind, bytes, tuning_);
+  const std::vector<Prediction> all = predictions(kind, bytes);
   if (logEnabled(LogLevel::kInfo, kLogTuning)) {
     std::string alternatives;
     for (const Prediction& p : all) alternatives += strprintf(" %s=%.1fus", p.algorithm.c_str(), p.us);
-    STRATA_INFO(kLogTuning, "rank %d: %s of %zu bytes on %d rank(s): %s, predicted %.1f us (model:%s)", rank_,
+    STRATA_INFO(kLogTuning, "rank %d: %s of %zu bytes on %d rank(s): %s, predicted %.1f us (%s:%s)", rank_,
                 collName(kind), bytes, tuning_.nranks, all.front().algorithm.c_str(), all.front().us,
-                alternatives.c_str());
+                simulating() ? "simulated" : "model", alternatives.c_str());
   }
   if (decisions_.size() > 4096) decisions_.clear();
   return decisions_.emplace(key, all.front()).first->second;
 }
 
 double Selector::predictedUs(CollKind kind, size_t bytes, const std::string& algorithm) const {
-  for (const Prediction& p : predictAll(kind, bytes, tuning_))
+  if (tuning_.nranks <= 1 || !modelCompares(kind)) return 0;
+  for (const Prediction& p : predictions(kind, bytes))
     if (p.algorithm == algorithm) return p.us;
   return 0;
+}
+
+std::vector<Prediction> Selector::predictions(CollKind kind, size_t bytes) const {
+  if (!simulating()) return predictAll(kind, bytes, tuning_);
+  const SimCluster cluster = clusterFromTuning(tuning_, simPieceBytes_, simSlots_);
+  SimCall call;
+  call.kind = kind;
+  call.bytes = bytes;
+  call.elemSize = bytes % 4 == 0 ? 4 : 1;
+  // Hosts of equal size, ranks numbered host by host: the simulator may use their symmetry. Otherwise it takes
+  // the layout as it is.
+  bool blocks = true;
+  for (size_t r = 0; r < tuning_.hostOf.size(); ++r)
+    blocks &= tuning_.hostOf[r] == static_cast<int>(r) / cluster.ranksPerHost;
+  blocks &= cluster.hosts * cluster.ranksPerHost == tuning_.nranks;
+  if (blocks) {
+    call.hosts = cluster.hosts;
+    call.ranksPerHost = cluster.ranksPerHost;
+  } else {
+    call.hostOf = tuning_.hostOf;
+  }
+  std::vector<Prediction> out;
+  for (const SimResult& r : simulateAll(cluster, call)) out.push_back(Prediction{r.algorithm, r.us});
+  return out;
+}
+
+void Selector::useSimulator(size_t pieceBytes, int nslots) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  simPieceBytes_ = pieceBytes;
+  simSlots_ = nslots;
+  decisions_.clear();
 }
 
 void Selector::setLinks(const LinkFigures& intra, const LinkFigures& inter) {

@@ -1,6 +1,7 @@
 // The Selector: which algorithm a collective runs. STRATA_ALGO forces one per collective; otherwise the cost
-// model (cost_model.h) picks the fastest for the call's size, and the decision is cached per (collective,
-// bytes). Every rank of a communicator holds one built from the same inputs, so all choose alike.
+// model (cost_model.h), or with STRATA_TUNE=sim the simulator (sim.h), picks the fastest for the call's size, and the
+// decision is cached per (collective, bytes). Every rank of a communicator holds one built from the same inputs, so all
+// choose alike.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "collectives/algorithms.h"
 #include "collectives/cost_model.h"
@@ -32,6 +34,11 @@ class Selector {
   const TuningInputs& tuning() const { return tuning_; }
   /// Replaces the link figures (STRATA_TUNE=probe measures them after construction); drops cached decisions.
   void setLinks(const LinkFigures& intra, const LinkFigures& inter);
+  /// STRATA_TUNE=sim: predictions come from simulating every algorithm's plans (sim.h) on the cluster the tuning
+  /// inputs describe, cut in pieces of `pieceBytes` with `nslots` slots, instead of the cost model's formulas.
+  /// Costs a simulation per new (collective, size); decisions stay cached.
+  void useSimulator(size_t pieceBytes, int nslots);
+  bool simulating() const { return simPieceBytes_ > 0; }
 
  private:
   std::map<std::string, std::string> forced_;
@@ -39,6 +46,11 @@ class Selector {
   int rank_ = 0;
   mutable std::mutex mutex_;
   mutable std::map<std::pair<int, size_t>, Prediction> decisions_;  // (collective, bytes) -> choice
+  size_t simPieceBytes_ = 0;                                        // > 0: STRATA_TUNE=sim
+  int simSlots_ = 0;
+
+  /// Every algorithm's predicted time, fastest first: the cost model's, or the simulator's.
+  std::vector<Prediction> predictions(CollKind kind, size_t bytes) const;
 };
 
 }  // namespace strata

@@ -193,6 +193,7 @@ std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr
   });
   flightRecorderSignals().add(comm);
   if (config.tune == "probe" && comm->nranks_ > 1) comm->probeLinks();
+  if (config.tune == "sim") comm->selector_->useSimulator(config.pieceBytes, config.nslots);
   STRATA_INFO(kLogInit, "rank %d/%d initialised on host %s", me, comm->nranks_, myHost.c_str());
   return comm;
 }

@@ -18,6 +18,7 @@
 //                      naming rank 0 long before the timeout; both shrink and go on
 //   suspend            1+ ranks: ncclCommSuspend / ncclCommResume / ncclCommMemStats
 //   nonblocking_group  2+ ranks: a group of an all-reduce and a send/recv ring on a non-blocking communicator
+//   simulate           1 process: ncclGroupSimulateEnd under STRATA_TUNE=model and STRATA_TUNE=sim
 //
 // Ranks come from RANK / WORLD_SIZE (strata-run, torchrun); rank 0 hands ids to the others through files in the
 // temp directory named from MASTER_PORT and a hash of STRATA_SECRET, as nccl_api_test does.
@@ -34,6 +35,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -678,6 +680,47 @@ void testRevoke() {
   ok(ncclCommDestroy(comm), "ncclCommDestroy of the revoked communicator");
 }
 
+// ---- simulate --------------------------------------------------------------------------------------------------
+
+// ncclGroupSimulateEnd's estimate for one 64 MiB all-reduce on rank 0 of a 4-rank clique made with STRATA_TUNE set
+// to `tune`. Nothing runs: only rank 0 calls.
+float simulatedEstimate(const char* tune) {
+  setenv("STRATA_TUNE", tune, 1);
+  constexpr int kRanks = 4;
+  ncclUniqueId id{};
+  ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  ncclComm_t comms[kRanks] = {};
+  ok(ncclGroupStart(), "ncclGroupStart");
+  for (int r = 0; r < kRanks; ++r) ok(ncclCommInitRank(&comms[r], kRanks, id, r), "ncclCommInitRank in a group");
+  ok(ncclGroupEnd(), "ncclGroupEnd");
+  const size_t count = size_t{16} << 20;
+  std::vector<float> send(count, 1.0f), recv(count, -1.0f);
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  ok(ncclGroupStart(), "ncclGroupStart");
+  ok(ncclAllReduce(send.data(), recv.data(), count, ncclFloat32, ncclSum, comms[0], nullptr), "ncclAllReduce");
+  ok(ncclGroupSimulateEnd(&sim), "ncclGroupSimulateEnd");
+  check(recv[0] == -1.0f && recv[count - 1] == -1.0f, std::string("STRATA_TUNE=") + tune + ": nothing ran");
+  for (ncclComm_t c : comms) ok(ncclCommDestroy(c), "ncclCommDestroy");
+  unsetenv("STRATA_TUNE");
+  return sim.estimatedTime;
+}
+
+// STRATA_TUNE=sim: ncclGroupSimulateEnd reports the simulator's time (strata-sim's engine on the communicator's
+// cluster), not the cost model's.
+void testSimulate() {
+  needRanks(gNranks == 1, "1 process");
+  const float model = simulatedEstimate("model");
+  const float simulated = simulatedEstimate("sim");
+  check(std::isfinite(model) && model > 0, "STRATA_TUNE=model: an estimate > 0 (" + std::to_string(model) + " us)");
+  check(std::isfinite(simulated) && simulated > 0,
+        "STRATA_TUNE=sim: an estimate > 0 (" + std::to_string(simulated) + " us)");
+  check(simulated != model,
+        "STRATA_TUNE=sim estimates by simulation, not by the model (both " + std::to_string(model) + " us)");
+  std::printf("ncclGroupSimulateEnd, 64 MiB all-reduce on 4 ranks: model %.1f us, simulated %.1f us\n", model,
+              simulated);
+  groupDone("ncclGroupSimulateEnd under STRATA_TUNE=model and =sim");
+}
+
 // ---- suspend ---------------------------------------------------------------------------------------------------
 
 uint64_t suspendedStat(ncclComm_t comm) {
@@ -763,7 +806,7 @@ void testNonBlockingGroup() {
 
 int main(int argc, char** argv) {
   const std::string usage = std::string("usage: ") + argv[0] +
-                            " grow|scalable|params|env|commid|groupinit|revoke|suspend|nonblocking_group\n";
+                            " grow|scalable|params|env|commid|groupinit|revoke|suspend|nonblocking_group|simulate\n";
   if (argc < 2) {
     std::fputs(usage.c_str(), stderr);
     return 2;
@@ -785,6 +828,7 @@ int main(int argc, char** argv) {
   else if (gMode == "groupinit") testGroupInit();
   else if (gMode == "revoke") testRevoke();
   else if (gMode == "suspend") testSuspend();
+  else if (gMode == "simulate") testSimulate();
   else if (gMode == "nonblocking_group") testNonBlockingGroup();
   else {
     std::fputs(usage.c_str(), stderr);

@@ -236,7 +236,7 @@ TEST(ConfigTable, RejectsWithTheSameMessages) {
       {"STRATA_TRANSPORT", "carrier-pigeon", "STRATA_TRANSPORT=carrier-pigeon is not one of auto, shm, tcp, ucx"},
       {"STRATA_TRANSPORT", "SHM", "STRATA_TRANSPORT=SHM is not one of auto, shm, tcp, ucx"},
       {"STRATA_NET", "shm", "STRATA_NET=shm is not one of tcp, ucx"},
-      {"STRATA_TUNE", "guess", "STRATA_TUNE=guess is not one of model, probe"},
+      {"STRATA_TUNE", "guess", "STRATA_TUNE=guess is not one of model, probe, sim"},
       {"STRATA_ALGO", "allreduce", "STRATA_ALGO item 'allreduce' is not collective:algorithm"},
       {"STRATA_ALGO", "allreduce:ring,:tree", "STRATA_ALGO item ':tree' is not collective:algorithm"},
       {"STRATA_PIECE_BYTES", "1000", "STRATA_PIECE_BYTES must be a multiple of 64"},

@@ -13,6 +13,7 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/generators.h"
+#include "collectives/selector.h"
 #include "collectives/sim.h"
 #include "util/error.h"
 
@@ -327,6 +328,38 @@ TEST(Sim, RefusesWhatItCannotSimulate) {
   SimCluster small = c;
   small.maxHosts = 4;
   EXPECT_THROW(sim(small, CollKind::kAllReduce, "ring", 1 << 20, 8), InvalidArgument);
+}
+
+TEST(Sim, TheSelectorPicksFromSimulatedTimesUnderStrataTuneSim) {
+  TuningInputs in;
+  in.nranks = 8;
+  in.hostOf = {0, 0, 0, 0, 1, 1, 1, 1};
+  in.intra = {0.5, 10};
+  in.inter = {20, 1.25};
+  Selector model({}, in, 0), simulated({}, in, 0);
+  simulated.useSimulator(128 * 1024, 8);
+  EXPECT_FALSE(model.simulating());
+  EXPECT_TRUE(simulated.simulating());
+  const SimCluster cluster = clusterFromTuning(in, 128 * 1024, 8);
+  for (size_t bytes : {size_t{4096}, size_t{1} << 20, size_t{64} << 20}) {
+    SimCall call;
+    call.kind = CollKind::kAllReduce;
+    call.bytes = bytes;
+    call.hosts = 2;
+    call.ranksPerHost = 4;
+    const std::vector<SimResult> all = simulateAll(cluster, call);
+    const Prediction p = simulated.choose(CollKind::kAllReduce, bytes);
+    EXPECT_EQ(p.algorithm, all.front().algorithm) << bytes;
+    EXPECT_DOUBLE_EQ(p.us, all.front().us) << bytes;
+    for (const SimResult& r : all)
+      EXPECT_DOUBLE_EQ(simulated.predictedUs(CollKind::kAllReduce, bytes, r.algorithm), r.us) << r.algorithm;
+    EXPECT_NE(model.choose(CollKind::kAllReduce, bytes).us, p.us) << "the model's figure, not the simulator's";
+  }
+  // A forced algorithm still wins, with its simulated time.
+  Selector forced({{"allreduce", "tree"}}, in, 0);
+  forced.useSimulator(128 * 1024, 8);
+  EXPECT_EQ(forced.choose(CollKind::kAllReduce, 1 << 20).algorithm, "tree");
+  EXPECT_GT(forced.choose(CollKind::kAllReduce, 1 << 20).us, 0);
 }
 
 // ---- cluster files ----
