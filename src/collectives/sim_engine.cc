@@ -57,6 +57,10 @@ struct Conn {
   std::vector<double> consumed;  // per message: when the receiver consumed it (its slot is free again)
   int recvWaiter = -1;           // lane waiting for the next message to arrive
   int sendWaiter = -1;           // lane waiting for a free slot
+  size_t issued = 0;             // messages its sender has produced (arrive.size() of them have entered the links)
+  std::vector<double> queued;    // bytes of the messages waiting for the connection's own side (index: issued - 1..)
+  size_t queueHead = 0;
+  double txFreeAt = 0;  // when the first resource of the path has taken the last message that entered
 };
 
 struct Resource {
@@ -65,10 +69,15 @@ struct Resource {
 };
 
 struct Event {
+  enum Kind : uint8_t {
+    kStep,      // lane `id` tries to start its next piece
+    kFinish,    // lane `id`'s piece has done its local work
+    kTransmit,  // connection `id`'s next queued message enters the links
+  };
   double t;
   uint64_t seq;
-  int lane;
-  bool finish;  // false: try to start the lane's next piece; true: the piece's local work is done
+  int id;
+  Kind kind;
   bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
 
@@ -115,15 +124,15 @@ class Engine {
   }
 
   SimResult run() {
-    for (int id = 0; id < static_cast<int>(lanes_.size()); ++id) schedule(0, id, false);
+    for (int id = 0; id < static_cast<int>(lanes_.size()); ++id) schedule(0, id, Event::kStep);
     while (!events_.empty()) {
       const Event e = events_.top();
       events_.pop();
       ++events;
-      if (e.finish) {
-        finishPiece(e.lane, e.t);
-      } else {
-        step(e.lane, e.t);
+      switch (e.kind) {
+        case Event::kStep: step(e.id, e.t); break;
+        case Event::kFinish: finishPiece(e.id, e.t); break;
+        case Event::kTransmit: transmit(e.id, e.t); break;
       }
     }
     SimResult r;
@@ -227,7 +236,7 @@ class Engine {
     conn->latencyUs = c_.netLatencyUs + hops * c_.switchLatencyUs;
   }
 
-  void schedule(double t, int lane, bool finish) { events_.push(Event{t, seq_++, lane, finish}); }
+  void schedule(double t, int id, Event::Kind kind) { events_.push(Event{t, seq_++, id, kind}); }
 
   size_t piecesOf(const SimOp& op) const { return (op.elems + pieceElems_ - 1) / pieceElems_; }
   size_t pieceElems(const SimOp& op, size_t piece) const {
@@ -247,7 +256,7 @@ class Engine {
         dep.depWaiters.emplace_back(op.afterOps - 1, id);
         return;
       }
-      if (d > now) return schedule(d, id, false);
+      if (d > now) return schedule(d, id, Event::kStep);
     }
     if (op.recvConn >= 0) {
       Conn& conn = conns_[static_cast<size_t>(op.recvConn)];
@@ -256,18 +265,18 @@ class Engine {
         conn.recvWaiter = id;
         return;
       }
-      if (conn.arrive[m] > now) return schedule(conn.arrive[m], id, false);
+      if (conn.arrive[m] > now) return schedule(conn.arrive[m], id, Event::kStep);
     }
     if (op.sendConn >= 0) {
       Conn& conn = conns_[static_cast<size_t>(op.sendConn)];
-      const size_t m = conn.arrive.size();
+      const size_t m = conn.issued;
       if (m >= static_cast<size_t>(c_.nslots)) {
         const size_t k = m - static_cast<size_t>(c_.nslots);
         if (k >= conn.consumed.size()) {
           conn.sendWaiter = id;
           return;
         }
-        if (conn.consumed[k] > now) return schedule(conn.consumed[k], id, false);
+        if (conn.consumed[k] > now) return schedule(conn.consumed[k], id, Event::kStep);
       }
     }
     // The engine's work for this piece, after the rank's earlier work.
@@ -281,50 +290,43 @@ class Engine {
     Resource& cpu = resources_[static_cast<size_t>(reps_[static_cast<size_t>(lane.rep)].cpu)];
     const double end = std::max(now, cpu.freeAt) + work;
     cpu.freeAt = end;
-    if (end > now) return schedule(end, id, true);
+    if (end > now) return schedule(end, id, Event::kFinish);
     finishPiece(id, now);
   }
 
   // Lane `id`'s current piece has done its local work at `t`: its message is consumed, its outgoing message
-  // enters the links, and the lane moves on.
+  // is handed to the connection, and the lane moves on.
   void finishPiece(int id, double t) {
     Lane& lane = lanes_[static_cast<size_t>(id)];
     const SimOp& op = lane.ops[lane.op];
-    double next = t;  // when the lane can take its next piece
     if (op.recvConn >= 0) {
       Conn& conn = conns_[static_cast<size_t>(op.recvConn)];
       conn.consumed.push_back(t);
       if (conn.sendWaiter >= 0) {
-        schedule(t, conn.sendWaiter, false);
+        schedule(t, conn.sendWaiter, Event::kStep);
         conn.sendWaiter = -1;
       }
     }
     if (op.sendConn >= 0) {
       Conn& conn = conns_[static_cast<size_t>(op.sendConn)];
-      const double bytes = static_cast<double>(pieceElems(op, lane.piece) * call_.elemSize);
-      double done = t;
-      for (size_t i = 0; i < conn.path.size(); ++i) {
-        Resource& res = resources_[static_cast<size_t>(conn.path[i])];
-        const double end = std::max(t, res.freeAt) + bytes * res.usPerByte;
-        res.freeAt = end;
-        done = std::max(done, end);
-        // The sender is busy until its own side (the first resource: its port, its NIC, its link) has taken the
-        // piece: its next piece reaches the shared resources after the other senders' pieces queued meanwhile.
-        if (i == 0) next = end;
-      }
-      const double arrival = done + conn.latencyUs;
-      conn.arrive.push_back(arrival);
-      ++pieces;
-      if (conn.recvWaiter >= 0) {
-        schedule(arrival, conn.recvWaiter, false);
-        conn.recvWaiter = -1;
+      ++conn.issued;
+      conn.queued.push_back(static_cast<double>(pieceElems(op, lane.piece) * call_.elemSize));
+      // A connection's messages enter the links one after another, each once the one before has left the
+      // sender's side (its first resource: its port, its NIC, its link). So k senders into one shared resource
+      // take turns piece by piece instead of one queueing all its pieces at once.
+      if (conn.queued.size() - conn.queueHead == 1) {
+        if (conn.txFreeAt <= t) {
+          transmit(op.sendConn, t);
+        } else {
+          schedule(conn.txFreeAt, op.sendConn, Event::kTransmit);
+        }
       }
     }
     if (++lane.piece >= piecesOf(op)) {
-      lane.doneAt[lane.op] = next;
+      lane.doneAt[lane.op] = t;
       for (auto it = lane.depWaiters.begin(); it != lane.depWaiters.end();) {
         if (it->first == lane.op) {
-          schedule(next, it->second, false);
+          schedule(t, it->second, Event::kStep);
           it = lane.depWaiters.erase(it);
         } else {
           ++it;
@@ -333,8 +335,34 @@ class Engine {
       ++lane.op;
       lane.piece = 0;
     }
-    if (next > t) return schedule(next, id, false);
     step(id, t);
+  }
+
+  // Connection `c`'s oldest queued message enters the links at `t`: every resource of its path serves it in
+  // arrival order at its rate; it has arrived when the slowest has, plus the path's latency.
+  void transmit(int c, double t) {
+    Conn& conn = conns_[static_cast<size_t>(c)];
+    const double bytes = conn.queued[conn.queueHead++];
+    double done = t;
+    for (size_t i = 0; i < conn.path.size(); ++i) {
+      Resource& res = resources_[static_cast<size_t>(conn.path[i])];
+      const double end = std::max(t, res.freeAt) + bytes * res.usPerByte;
+      res.freeAt = end;
+      done = std::max(done, end);
+      if (i == 0) conn.txFreeAt = end;
+    }
+    const double arrival = done + conn.latencyUs;
+    conn.arrive.push_back(arrival);
+    ++pieces;
+    if (conn.recvWaiter >= 0) {
+      schedule(arrival, conn.recvWaiter, Event::kStep);
+      conn.recvWaiter = -1;
+    }
+    if (conn.queueHead < conn.queued.size()) schedule(std::max(t, conn.txFreeAt), c, Event::kTransmit);
+    if (conn.queueHead == conn.queued.size()) {
+      conn.queued.clear();
+      conn.queueHead = 0;
+    }
   }
 
   const SimCluster& c_;

@@ -96,14 +96,16 @@ TEST(Sim, HierarchicalAllReduceMatchesAlphaBeta) {
 }
 
 // The alpha-beta cost of a set of plans along their critical path, computed without the engine: every op starts
-// when its lane's previous op has ended, its message has arrived and its dependency is met; a sending op keeps
-// its sender busy for m / B, and its message arrives alpha + m / B after the op starts. On the idealised cluster
+// when its lane's previous op has started, its message has arrived and its dependency is met (no engine cost); a
+// message enters its link when the op starts and the link has sent the one before, and arrives alpha + m / B
+// later. On the idealised cluster
 // (a link per pair, no engine cost, one piece per op, slots without limit) nothing else can delay a message, so
 // the engine must find this time for any algorithm.
 double criticalPathUs(const std::vector<Plan>& plans, size_t elemSize, double alpha, double gbps) {
   const size_t n = plans.size();
   std::map<std::pair<int, int>, std::vector<double>> arrivals;  // (from, to) -> arrival time of each message
   std::map<std::pair<int, int>, size_t> consumed;
+  std::map<std::pair<int, int>, double> linkFree;  // (from, to) -> when its link has sent its last message
   std::vector<std::vector<size_t>> next(n);
   std::vector<std::vector<double>> laneEnd(n);
   std::vector<std::vector<std::vector<double>>> doneAt(n);
@@ -132,15 +134,17 @@ double criticalPathUs(const std::vector<Plan>& plans, size_t elemSize, double al
             start = std::max(start, arrivals[key][m]);
             consumed[key] = m + 1;
           }
-          double end = start;
           if (op.sends()) {
             const double transfer = us(static_cast<double>(op.count() * elemSize), gbps);
-            arrivals[{static_cast<int>(r), op.sendPeer}].push_back(start + transfer + alpha);
-            end = start + transfer;
+            const auto key = std::make_pair(static_cast<int>(r), op.sendPeer);
+            const double begin = std::max(start, linkFree[key]);
+            linkFree[key] = begin + transfer;
+            arrivals[key].push_back(begin + transfer + alpha);
+            total = std::max(total, begin + transfer + alpha);
           }
-          laneEnd[r][l] = end;
-          doneAt[r][l][next[r][l]++] = end;
-          total = std::max(total, end);
+          laneEnd[r][l] = start;
+          doneAt[r][l][next[r][l]++] = start;
+          total = std::max(total, start);
           moved = true;
         }
   }
