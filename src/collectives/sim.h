@@ -9,9 +9,9 @@
 //     as the executor's FIFO makes it wait;
 //   - the links: every resource a message crosses (the rank's port out and the peer's port in on an NVSwitch or
 //     in shared memory, the host's memory, the NIC out and in, the leaf switch's uplinks, a connection's channel
-//     cap) serves the pieces that cross it one after another at its rate (line rate x efficiency), so k flows
-//     through one link get 1/k each; a piece has crossed when the slowest of its resources has served it, plus
-//     the path's latency;
+//     cap) serves the pieces that cross it one after another at its rate (line rate x efficiency), pieces that
+//     reach it at the same instant sharing it, so k flows through one link get 1/k each; a piece has crossed when
+//     the slowest of its resources has served it, plus the path's latency;
 //   - cross-lane dependencies (Op::afterLane/afterOps) as the executor honours them.
 //
 // Symmetry: on a cluster of identical hosts, shifting every rank by s (a whole number of hosts, or of leaf
@@ -19,7 +19,7 @@
 // way (checked on every simulated rank's plan against the plan s ranks on, and against the last block), rank r+s
 // does at every moment what rank r does, so only ranks 0..s-1 are simulated: a message from a rank outside them
 // is the one its representative sent on the shifted connection. The result is the full simulation's (the tests
-// compare both), at s/n of its cost.
+// compare both, to 1e-9), at s/n of its cost.
 #pragma once
 
 #include <cstddef>

@@ -5,8 +5,10 @@
 // its lane's previous piece is done, its op's cross-lane dependency is met (first piece only), its message has
 // arrived (receiving ops) and the connection has a free slot (sending ops). It then costs the rank's engine its
 // local work (served in order with the rank's other lanes), after which its message is consumed (freeing the
-// sender's slot) and its outgoing message enters the links. Every resource is a server in arrival order at its own
-// rate; events are handled in time order, so each server sees its pieces in the order they reach it.
+// sender's slot) and its outgoing message joins its connection's queue; the queue feeds the links one message at a
+// time, as the sender's side takes each. Every resource is a server in arrival order at its own rate, and events are
+// handled in time order, so each server sees its pieces in the order they reach it; pieces that reach it at the
+// same instant share it.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -60,7 +62,8 @@ struct Conn {
   size_t issued = 0;             // messages its sender has produced (arrive.size() of them have entered the links)
   std::vector<double> queued;    // bytes of the messages waiting for the connection's own side (index: issued - 1..)
   size_t queueHead = 0;
-  double txFreeAt = 0;  // when the first resource of the path has taken the last message that entered
+  double txFreeAt = 0;   // when the first resource of the path has taken the last message that entered
+  bool inBatch = false;  // its oldest queued message is entering the links at this instant
 };
 
 struct Resource {
@@ -125,7 +128,13 @@ class Engine {
 
   SimResult run() {
     for (int id = 0; id < static_cast<int>(lanes_.size()); ++id) schedule(0, id, Event::kStep);
-    while (!events_.empty()) {
+    for (;;) {
+      // Messages that entered the links at one instant are served together once that instant is over.
+      if (!batch_.empty() && (events_.empty() || events_.top().t > batchTime_)) {
+        flushBatch();
+        continue;
+      }
+      if (events_.empty()) break;
       const Event e = events_.top();
       events_.pop();
       ++events;
@@ -177,7 +186,10 @@ class Engine {
 
   int resourceIndex(uint64_t k, double gbps) {
     auto [it, fresh] = resourceIds_.emplace(k, static_cast<int>(resources_.size()));
-    if (fresh) resources_.push_back(Resource{1.0 / (gbps * 1e3), 0});
+    if (fresh) {
+      resources_.push_back(Resource{1.0 / (gbps * 1e3), 0});
+      batchBytes_.push_back(0);
+    }
     return it->second;
   }
 
@@ -314,7 +326,7 @@ class Engine {
       // A connection's messages enter the links one after another, each once the one before has left the
       // sender's side (its first resource: its port, its NIC, its link). So k senders into one shared resource
       // take turns piece by piece instead of one queueing all its pieces at once.
-      if (conn.queued.size() - conn.queueHead == 1) {
+      if (!conn.inBatch && conn.queued.size() - conn.queueHead == 1) {
         if (conn.txFreeAt <= t) {
           transmit(op.sendConn, t);
         } else {
@@ -338,31 +350,56 @@ class Engine {
     step(id, t);
   }
 
-  // Connection `c`'s oldest queued message enters the links at `t`: every resource of its path serves it in
-  // arrival order at its rate; it has arrived when the slowest has, plus the path's latency.
+  // Connection `c`'s oldest queued message enters the links at `t` (the instant being handled): it joins the
+  // messages entering at the same instant.
   void transmit(int c, double t) {
-    Conn& conn = conns_[static_cast<size_t>(c)];
-    const double bytes = conn.queued[conn.queueHead++];
-    double done = t;
-    for (size_t i = 0; i < conn.path.size(); ++i) {
-      Resource& res = resources_[static_cast<size_t>(conn.path[i])];
-      const double end = std::max(t, res.freeAt) + bytes * res.usPerByte;
-      res.freeAt = end;
-      done = std::max(done, end);
-      if (i == 0) conn.txFreeAt = end;
+    conns_[static_cast<size_t>(c)].inBatch = true;
+    batch_.push_back(c);
+    batchTime_ = t;
+  }
+
+  // Serves the messages that entered the links at batchTime_. Every resource serves what reaches it in arrival
+  // order at its rate; messages that reach it at the same instant share it equally (they all take the sum of their
+  // bytes), so no order among them matters: a symmetric simulation then meets the same times as a full one. A
+  // message has arrived when the slowest resource of its path has served it, plus the path's latency.
+  void flushBatch() {
+    const double t = batchTime_;
+    for (int c : batch_) {
+      const Conn& conn = conns_[static_cast<size_t>(c)];
+      const double bytes = conn.queued[conn.queueHead];
+      for (int r : conn.path) {
+        if (batchBytes_[static_cast<size_t>(r)] == 0) touched_.push_back(r);
+        batchBytes_[static_cast<size_t>(r)] += bytes;
+      }
     }
-    const double arrival = done + conn.latencyUs;
-    conn.arrive.push_back(arrival);
-    ++pieces;
-    if (conn.recvWaiter >= 0) {
-      schedule(arrival, conn.recvWaiter, Event::kStep);
-      conn.recvWaiter = -1;
+    for (int r : touched_) {
+      Resource& res = resources_[static_cast<size_t>(r)];
+      res.freeAt = std::max(t, res.freeAt) + batchBytes_[static_cast<size_t>(r)] * res.usPerByte;
+      batchBytes_[static_cast<size_t>(r)] = 0;
     }
-    if (conn.queueHead < conn.queued.size()) schedule(std::max(t, conn.txFreeAt), c, Event::kTransmit);
-    if (conn.queueHead == conn.queued.size()) {
-      conn.queued.clear();
-      conn.queueHead = 0;
+    touched_.clear();
+    for (int c : batch_) {
+      Conn& conn = conns_[static_cast<size_t>(c)];
+      conn.inBatch = false;
+      ++conn.queueHead;
+      double done = t;
+      for (int r : conn.path) done = std::max(done, resources_[static_cast<size_t>(r)].freeAt);
+      conn.txFreeAt = resources_[static_cast<size_t>(conn.path.front())].freeAt;
+      const double arrival = done + conn.latencyUs;
+      conn.arrive.push_back(arrival);
+      ++pieces;
+      if (conn.recvWaiter >= 0) {
+        schedule(arrival, conn.recvWaiter, Event::kStep);
+        conn.recvWaiter = -1;
+      }
+      if (conn.queueHead < conn.queued.size()) {
+        schedule(std::max(t, conn.txFreeAt), c, Event::kTransmit);
+      } else {
+        conn.queued.clear();
+        conn.queueHead = 0;
+      }
     }
+    batch_.clear();
   }
 
   const SimCluster& c_;
@@ -379,6 +416,10 @@ class Engine {
   std::vector<Resource> resources_;
   std::unordered_map<uint64_t, int> resourceIds_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::vector<int> batch_;  // connections whose message enters the links at batchTime_
+  double batchTime_ = 0;
+  std::vector<double> batchBytes_;  // per resource: bytes of the batch crossing it (0 outside flushBatch)
+  std::vector<int> touched_;
   uint64_t seq_ = 0;
 };
 
