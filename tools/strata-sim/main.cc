@@ -41,6 +41,8 @@ struct Options {
   bool symmetry = true;
   int coarsen = 1;
   int channels = 0;  // 0: the cluster's
+  size_t pieceBytes = 0;
+  int slots = 0;
 };
 
 void printUsage(FILE* out) {
@@ -63,6 +65,8 @@ void printUsage(FILE* out) {
                "  --json FILE        also write the rows as JSON ('-': stdout instead of the table)\n"
                "  --plot FILE        write an SVG chart of busbw against size, one line per algorithm simulated\n"
                "  --channels N       the device executor's channels (default: the file's)\n"
+               "  --piece-bytes B    bytes per message and channel, as STRATA_PIECE_BYTES (default: the file's)\n"
+               "  --slots N          message slots per connection, as STRATA_NSLOTS (default: the file's)\n"
                "  --coarsen K        chunks and pieces K times larger: faster, less exact\n"
                "  --no-symmetry      simulate every rank even where the ranks' symmetry would let it skip them\n"
                "  -h, --help         this text\n"
@@ -109,6 +113,8 @@ Options parseOptions(int argc, char** argv) {
                                  {"json", required_argument, nullptr, 'J'},
                                  {"plot", required_argument, nullptr, 'P'},
                                  {"channels", required_argument, nullptr, 'C'},
+                                 {"piece-bytes", required_argument, nullptr, 'B'},
+                                 {"slots", required_argument, nullptr, 'N'},
                                  {"coarsen", required_argument, nullptr, 'K'},
                                  {"no-symmetry", no_argument, nullptr, 'S'},
                                  {"help", no_argument, nullptr, 'h'},
@@ -125,6 +131,12 @@ Options parseOptions(int argc, char** argv) {
       case 'J': o.json = optarg; break;
       case 'P': o.plot = optarg; break;
       case 'C': o.channels = parseInt("--channels", optarg, 1, 32); break;
+      case 'B':
+        o.pieceBytes = parseSize("--piece-bytes", optarg);
+        if (o.pieceBytes < 256 || o.pieceBytes > (size_t{64} << 20))
+          usageError("--piece-bytes: from 256 B to 64 MiB, as STRATA_PIECE_BYTES");
+        break;
+      case 'N': o.slots = parseInt("--slots", optarg, 2, 1024); break;
       case 'K': o.coarsen = parseInt("--coarsen", optarg, 1, 1 << 16); break;
       case 'S': o.symmetry = false; break;
       case 'b':
@@ -222,6 +234,8 @@ int run(int argc, char** argv) {
   const Options o = parseOptions(argc, argv);
   SimCluster cluster = loadCluster(o.cluster);
   if (o.channels > 0) cluster.channels = o.channels;
+  if (o.pieceBytes > 0) cluster.pieceBytes = o.pieceBytes;
+  if (o.slots > 0) cluster.nslots = o.slots;
   const int hosts = o.hosts > 0 ? o.hosts : cluster.hosts;
   const int L = o.ranksPerHost > 0 ? o.ranksPerHost : cluster.ranksPerHost;
   const int n = hosts * L;
