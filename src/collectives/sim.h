@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/coll_args.h"
@@ -43,15 +44,22 @@ struct SimCluster {
   int ranksPerHost = 1;            // GPUs, or CPU ranks, per host
   int cores = 0;                   // CPU cores per host that ranks share (0: as many as ranks)
 
-  // Inside a host. kSwitch: every rank has one port each way (NVSwitch; PCIe through a switch); kShm: the same,
-  // plus the host's memory, which every byte through shared memory crosses twice (written into the FIFO, read
-  // out); kPairwise: every ordered pair of ranks its own link (an idealised cluster for tests).
+  // Inside a host. kSwitch: every rank has one port each way (NVSwitch; PCIe through a switch); kShm: the same
+  // (what one core copies into or out of a FIFO), plus the host's memory, which every op's reads and writes cross
+  // (an op's traffic: its message read from a slot, its source read, its destination and its outgoing slot
+  // written); kPairwise: every ordered pair of ranks its own link (an idealised cluster for tests).
   enum class Intra { kSwitch, kShm, kPairwise };
   Intra intra = Intra::kSwitch;
   double intraGBps = 10;  // per direction, GB/s (1e9 bytes per second)
   double intraLatencyUs = 0.5;
   double intraEfficiency = 1;  // share of the line rate a transfer reaches (protocol overhead)
-  double memoryGBps = 0;       // kShm: the host's memory bandwidth (0: not a limit)
+  /// kShm: the host's memory bandwidth, bytes read plus written per second, for working sets beyond the caches (0:
+  /// not a limit); memoryCurve: the same at smaller working sets, as (working-set bytes, GB/s) points in
+  /// ascending order, interpolated on log scales. A call's working set is its buffers on every rank of the host.
+  double memoryGBps = 0;
+  std::vector<std::pair<double, double>> memoryCurve;
+  /// The memory bandwidth at a working set of `bytes` (memoryGBps beyond the curve's last point).
+  double memoryGBpsAt(double bytes) const;
 
   // Between hosts: each rank uses NIC (local index mod nics).
   int nics = 1;

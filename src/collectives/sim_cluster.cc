@@ -1,6 +1,7 @@
 // strata-sim's cluster files (clusters/*.json): reading them field by field, naming the wrong field in every
 // error, writing them back, and the cluster a communicator's tuning inputs describe (STRATA_TUNE=sim).
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -61,6 +62,23 @@ size_t SimCluster::messageBytes() const {
   return pieceBytes * static_cast<size_t>(executor == Executor::kDevice ? std::max(1, channels) : 1);
 }
 
+double SimCluster::memoryGBpsAt(double bytes) const {
+  if (memoryCurve.empty()) return memoryGBps;
+  if (bytes <= memoryCurve.front().first) return memoryCurve.front().second;
+  for (size_t i = 1; i < memoryCurve.size(); ++i) {
+    const auto& [x1, y1] = memoryCurve[i];
+    if (bytes <= x1) {
+      const auto& [x0, y0] = memoryCurve[i - 1];
+      const double f = std::log(bytes / x0) / std::log(x1 / x0);
+      return std::exp(std::log(y0) + f * (std::log(y1) - std::log(y0)));
+    }
+  }
+  // Beyond the curve: toward memoryGBps, reached at 4x the last point.
+  const auto& [x0, y0] = memoryCurve.back();
+  const double f = std::min(1.0, std::log(bytes / x0) / std::log(4.0));
+  return std::exp(std::log(y0) + f * (std::log(memoryGBps) - std::log(y0)));
+}
+
 size_t SimCluster::chunkBytes() const {
   return std::max(messageBytes(), messageBytes() * static_cast<size_t>(nslots) / 2);
 }
@@ -80,8 +98,9 @@ SimCluster clusterFromJson(const std::string& text, const std::string& origin) {
   c.ranksPerHost = host.integer("ranks", 1);
   c.cores = host.integer("cores", 0, 0);
   {
-    const ObjectReader intra(host.get("intra", Type::kObject), "host.intra", origin,
-                             {"kind", "bandwidthGBps", "latencyUs", "efficiency", "memoryGBps", "notes"});
+    const ObjectReader intra(
+        host.get("intra", Type::kObject), "host.intra", origin,
+        {"kind", "bandwidthGBps", "latencyUs", "efficiency", "memoryGBps", "memoryCurve", "notes"});
     const std::string kind = intra.string("kind");
     if (kind == "switch") {
       c.intra = SimCluster::Intra::kSwitch;
@@ -96,6 +115,21 @@ SimCluster clusterFromJson(const std::string& text, const std::string& origin) {
     c.intraLatencyUs = figure(intra, "latencyUs", -1, false);
     c.intraEfficiency = efficiency(intra, "efficiency");
     c.memoryGBps = figure(intra, "memoryGBps", 0, false);
+    static const std::vector<Value> none;
+    const std::vector<Value>& curve = intra.array("memoryCurve", none);
+    for (size_t i = 0; i < curve.size(); ++i) {
+      const std::string at = intra.at("memoryCurve") + "[" + std::to_string(i) + "]";
+      const Value& point = curve[i];
+      if (point.type != Type::kArray || point.array.size() != 2 || point.array[0].type != Type::kNumber ||
+          point.array[1].type != Type::kNumber)
+        intra.fail(at, "expected [working-set bytes, GB/s]");
+      const double bytes = point.array[0].number, gbps = point.array[1].number;
+      if (!(bytes > 0) || !(gbps > 0)) intra.fail(at, "bytes and GB/s must be greater than 0");
+      if (!c.memoryCurve.empty() && bytes <= c.memoryCurve.back().first) intra.fail(at, "working sets must ascend");
+      c.memoryCurve.emplace_back(bytes, gbps);
+    }
+    if (!c.memoryCurve.empty() && !(c.memoryGBps > 0))
+      intra.fail(intra.at("memoryGBps"), "missing; memoryCurve needs the rate beyond its last point");
   }
   if (host.has("nics")) {
     const ObjectReader nics(host.get("nics", Type::kObject), "host.nics", origin,
@@ -176,6 +210,14 @@ std::string clusterToJson(const SimCluster& c) {
   intra.add("latencyUs", num(c.intraLatencyUs));
   intra.add("efficiency", num(c.intraEfficiency));
   if (c.memoryGBps > 0) intra.add("memoryGBps", num(c.memoryGBps));
+  if (!c.memoryCurve.empty()) {
+    Value& curve = intra.add("memoryCurve", Value::makeArray());
+    for (const auto& [bytes, gbps] : c.memoryCurve) {
+      Value& point = curve.push(Value::makeArray());
+      point.push(num(bytes));
+      point.push(num(gbps));
+    }
+  }
   Value& nics = host.add("nics", Value::makeObject());
   nics.add("count", num(c.nics));
   nics.add("gbps", num(c.nicGBps * 8));

@@ -99,6 +99,11 @@ class Engine {
     const int coarsen = std::max(1, call.coarsen);
     pieceElems_ = std::max<size_t>(1, c.messageBytes() * static_cast<size_t>(coarsen) / call.elemSize);
     over_ = c.cores > 0 && c.ranksPerHost > c.cores ? static_cast<double>(c.ranksPerHost) / c.cores : 1.0;
+    // The call's working set on a host: every rank's send and receive buffers.
+    const double bytes = static_cast<double>(call.bytes);
+    double perRank = 2 * bytes;
+    if (call.kind == CollKind::kReduceScatter || call.kind == CollKind::kAllGather) perRank = bytes + bytes / n;
+    memoryGBps_ = c.memoryGBpsAt(perRank * c.ranksPerHost);
     reps_.resize(static_cast<size_t>(s_));
   }
 
@@ -107,6 +112,9 @@ class Engine {
     const int rep = plan.rank;
     RepState& st = reps_[static_cast<size_t>(rep)];
     st.cpu = resourceIndex(key(kCpu, rep, 0), 1.0);  // rate unused: the engine's work is in us
+    // Shared memory: the host's memory, which every op's traffic crosses (sim.h, SimCluster::intra).
+    if (c_.intra == SimCluster::Intra::kShm && memoryGBps_ > 0)
+      st.memory = resourceIndex(key(kMemory, static_cast<uint64_t>(canonHost(host(rep))), 0), memoryGBps_);
     st.firstLane = static_cast<int>(lanes_.size());
     for (const std::vector<Op>& ops : plan.lanes) {
       Lane& lane = lanes_.emplace_back();
@@ -175,12 +183,14 @@ class Engine {
 
   struct RepState {
     int cpu = -1;
+    int memory = -1;
     int firstLane = 0;
   };
 
   // ---- the symmetry: every rank, host and leaf maps onto its representative among the simulated ones ----
   int canonRank(int r) const { return r % s_; }
-  int canonHost(int h) const { return s_ == n_ ? h : h % (s_ / L_); }
+  // With one host the period may be shorter than a host (s < L): every rank is on host 0.
+  int canonHost(int h) const { return s_ == n_ || s_ < L_ ? h : h % (s_ / L_); }
   int canonLeaf(int l) const { return s_ == n_ ? l : l % std::max(1, s_ / (L_ * std::max(1, c_.hostsPerLeaf))); }
   int host(int r) const { return hostOf_[static_cast<size_t>(r)]; }
 
@@ -218,11 +228,10 @@ class Engine {
         conn->path.push_back(resourceIndex(key(kPair, static_cast<uint64_t>(a), static_cast<uint64_t>(b)), rate));
         return;
       }
-      conn->path.push_back(resourceIndex(key(kTxPort, static_cast<uint64_t>(canonRank(a)), 0), rate));
-      conn->path.push_back(resourceIndex(key(kRxPort, static_cast<uint64_t>(canonRank(b)), 0), rate));
-      // Shared memory: each byte is written into the FIFO and read out of it.
-      if (c_.intra == SimCluster::Intra::kShm && c_.memoryGBps > 0)
-        conn->path.push_back(resourceIndex(key(kMemory, static_cast<uint64_t>(canonHost(ha)), 0), c_.memoryGBps / 2));
+      // Shared memory: the ports are what one core copies, shared with the other ranks on its core.
+      const double port = c_.intra == SimCluster::Intra::kShm ? rate / over_ : rate;
+      conn->path.push_back(resourceIndex(key(kTxPort, static_cast<uint64_t>(canonRank(a)), 0), port));
+      conn->path.push_back(resourceIndex(key(kRxPort, static_cast<uint64_t>(canonRank(b)), 0), port));
       return;
     }
     const int nicA = localOf_[static_cast<size_t>(a)] % c_.nics, nicB = localOf_[static_cast<size_t>(b)] % c_.nics;
@@ -299,9 +308,17 @@ class Engine {
     if (reduces(op.kind)) work += bytes / (c_.reduceGBps * 1e3);
     if (copies(op.kind)) work += bytes / (c_.copyGBps * 1e3);
     work *= over_;
-    Resource& cpu = resources_[static_cast<size_t>(reps_[static_cast<size_t>(lane.rep)].cpu)];
-    const double end = std::max(now, cpu.freeAt) + work;
+    const RepState& rs = reps_[static_cast<size_t>(lane.rep)];
+    Resource& cpu = resources_[static_cast<size_t>(rs.cpu)];
+    double end = std::max(now, cpu.freeAt) + work;
     cpu.freeAt = end;
+    if (rs.memory >= 0) {
+      // Its reads and writes: the incoming slot, the source, the destination, the outgoing slot.
+      const int touches = (op.recvConn >= 0) + (op.sendConn >= 0) + usesSrc(op.kind) + usesDst(op.kind);
+      Resource& mem = resources_[static_cast<size_t>(rs.memory)];
+      mem.freeAt = std::max(now, mem.freeAt) + touches * bytes * mem.usPerByte;
+      end = std::max(end, mem.freeAt);
+    }
     if (end > now) return schedule(end, id, Event::kFinish);
     finishPiece(id, now);
   }
@@ -409,6 +426,7 @@ class Engine {
   std::vector<int> hostOf_, localOf_;
   size_t pieceElems_ = 1;
   double over_ = 1;
+  double memoryGBps_ = 0;  // the host memory's rate at this call's working set
   std::vector<RepState> reps_;
   std::vector<Lane> lanes_;
   std::vector<Conn> conns_;
@@ -510,7 +528,9 @@ SimResult simulate(const SimCluster& cluster, const SimCall& call) {
   if (call.symmetry && uniform) {
     // On one host every rank is alike (a port each way, or a link per pair); across hosts, whole hosts shift
     // onto each other, and whole leaves when there are several.
-    int base = nhosts == 1 ? 1 : c.ranksPerHost;
+    // (Not with shared memory: the host's memory serves all its ranks, so one rank stands for none of them.)
+    const bool hostShared = c.intra == SimCluster::Intra::kShm && c.memoryGBps > 0;
+    int base = nhosts == 1 && !hostShared ? 1 : c.ranksPerHost;
     if (c.hostsPerLeaf > 0 && nhosts > c.hostsPerLeaf) base *= c.hostsPerLeaf;
     for (int s = base; s < n && n % s == 0 && !engine; s *= 2) {
       auto candidate = std::make_unique<Engine>(c, call, n, hostOf, s);

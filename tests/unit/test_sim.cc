@@ -312,6 +312,39 @@ TEST(Sim, SymmetryIsExactWithoutSharedUplinks) {
     }
 }
 
+TEST(Sim, OneHostOfSharedMemory) {
+  // One host: the period is one rank, shorter than the host (a division by zero once).
+  SimCluster c = railCluster();
+  c.intra = SimCluster::Intra::kShm;
+  c.memoryGBps = 20;
+  c.memoryCurve = {{1 << 20, 80}, {16 << 20, 40}};
+  c.cores = 2;
+  for (const char* algo : {"ring", "twoshot", "rhd", "tree", "oneshot"})
+    for (size_t bytes : {size_t{1} << 20, size_t{64} << 20}) {
+      const SimResult sym = sim(c, CollKind::kAllReduce, algo, bytes, 1, true);
+      const SimResult full = sim(c, CollKind::kAllReduce, algo, bytes, 1, false);
+      EXPECT_NEAR(sym.us, full.us, full.us * 1e-9) << algo << " " << bytes;
+    }
+  // Memory beyond the caches bounds a large all-reduce: halving its rate slows the call.
+  const double fast = sim(c, CollKind::kAllReduce, "ring", size_t{256} << 20, 1).us;
+  c.memoryGBps = 10;
+  EXPECT_GT(sim(c, CollKind::kAllReduce, "ring", size_t{256} << 20, 1).us, 1.5 * fast);
+}
+
+TEST(SimCluster, MemoryCurveInterpolatesOnLogScales) {
+  SimCluster c;
+  c.memoryGBps = 10;
+  c.memoryCurve = {{1 << 20, 100}, {4 << 20, 25}};
+  EXPECT_DOUBLE_EQ(c.memoryGBpsAt(1024), 100);
+  EXPECT_DOUBLE_EQ(c.memoryGBpsAt(1 << 20), 100);
+  EXPECT_NEAR(c.memoryGBpsAt(2 << 20), 50, 1e-9);  // halfway in log2(bytes), halfway in log(rate)
+  EXPECT_NEAR(c.memoryGBpsAt(4 << 20), 25, 1e-9);
+  EXPECT_NEAR(c.memoryGBpsAt(16 << 20), 10, 1e-9);  // memoryGBps from 4x the last point
+  EXPECT_DOUBLE_EQ(c.memoryGBpsAt(1e12), 10);
+  c.memoryCurve.clear();
+  EXPECT_DOUBLE_EQ(c.memoryGBpsAt(1024), 10);
+}
+
 TEST(Sim, OversubscribedUplinksSlowCrossLeafTraffic) {
   // Eight hosts, two per leaf: the ring's leaf crossings share uplinks that carry half the hosts' NIC rate.
   SimCluster c = railCluster();
@@ -418,6 +451,12 @@ TEST(SimCluster, ErrorsNameTheField) {
       {replaced(kGood, R"("messageUs": 0.3, )", ""), "executor.messageUs: missing"},
       {replaced(kGood, R"("hosts": 2)", R"("hosts": 2, "maxHosts": 1)"), "hosts: 2 is more than maxHosts"},
       {replaced(kGood, R"("name": "two boxes",)", ""), "name: missing"},
+      {replaced(kGood, R"("latencyUs": 1})", R"("latencyUs": 1, "memoryGBps": 10, "memoryCurve": [[2, 5], [1, 4]]})"),
+       "host.intra.memoryCurve[1]: working sets must ascend"},
+      {replaced(kGood, R"("latencyUs": 1})", R"("latencyUs": 1, "memoryGBps": 10, "memoryCurve": [[2, 5, 1]]})"),
+       "host.intra.memoryCurve[0]: expected [working-set bytes, GB/s]"},
+      {replaced(kGood, R"("latencyUs": 1})", R"("latencyUs": 1, "memoryCurve": [[2, 5]]})"),
+       "host.intra.memoryGBps: missing"},
       {"{\"name\": ", "test.json: line 1"},
   };
   for (const auto& [text, want] : cases) {
