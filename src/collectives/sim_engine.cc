@@ -23,7 +23,8 @@
 namespace strata {
 namespace {
 
-constexpr double kUnknown = -1;  // a time not known yet
+constexpr double kUnknown = -1;       // a time not known yet
+constexpr int kMaxFullRanks = 32768;  // the most ranks simulated one by one (16,384 ranks of a tree: ~20 s)
 
 // An op as the engine needs it: what it does, on which connections, how many elements.
 struct SimOp {
@@ -547,6 +548,13 @@ SimResult simulate(const SimCluster& cluster, const SimCall& call) {
     }
   }
   if (!engine) {
+    // Without symmetry every rank's plan is built and run (a tree's plans cost O(n) each): beyond this the
+    // simulation would take hours, so it is refused rather than left to look hung.
+    if (n > kMaxFullRanks)
+      throw InvalidArgument(
+          strprintf("strata-sim: %s on %d ranks has no symmetry to use (its plans do not shift "
+                    "with the hosts), and simulating every rank is limited to %d ranks",
+                    call.algorithm.c_str(), n, kMaxFullRanks));
     engine = std::make_unique<Engine>(c, call, n, hostOf, n);
     for (int r = 0; r < n; ++r)
       engine->addPlan(r == 0 ? first : makePlan(argsFor(c, call, n, r, hostOf), call.algorithm));

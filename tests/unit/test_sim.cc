@@ -364,6 +364,14 @@ TEST(Sim, RefusesWhatItCannotSimulate) {
   SimCluster small = c;
   small.maxHosts = 4;
   EXPECT_THROW(sim(small, CollKind::kAllReduce, "ring", 1 << 20, 8), InvalidArgument);
+  // A tree has no symmetry to use: 65,536 ranks would be simulated one by one, which is refused, not left to run
+  // for hours.
+  try {
+    sim(c, CollKind::kAllReduce, "tree", 1 << 20, 16384);
+    ADD_FAILURE() << "a tree on 65536 ranks was simulated";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("limited to 32768 ranks"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Sim, TheSelectorPicksFromSimulatedTimesUnderStrataTuneSim) {
