@@ -58,6 +58,10 @@ struct SimCluster {
   /// ascending order, interpolated on log scales. A call's working set is its buffers on every rank of the host.
   double memoryGBps = 0;
   std::vector<std::pair<double, double>> memoryCurve;
+  /// kShm: the share of a FIFO slot's write (sender) and read (receiver) that reaches the memory at that rate; the
+  /// slots are few and reused, so their lines mostly move between cores through the caches (0.5: one transfer per
+  /// message, half at each end). The user buffers' reads and writes count in full.
+  double slotMemoryShare = 0.5;
   /// The memory bandwidth at a working set of `bytes` (memoryGBps beyond the curve's last point).
   double memoryGBpsAt(double bytes) const;
 

@@ -100,7 +100,7 @@ SimCluster clusterFromJson(const std::string& text, const std::string& origin) {
   {
     const ObjectReader intra(
         host.get("intra", Type::kObject), "host.intra", origin,
-        {"kind", "bandwidthGBps", "latencyUs", "efficiency", "memoryGBps", "memoryCurve", "notes"});
+        {"kind", "bandwidthGBps", "latencyUs", "efficiency", "memoryGBps", "memoryCurve", "slotMemoryShare", "notes"});
     const std::string kind = intra.string("kind");
     if (kind == "switch") {
       c.intra = SimCluster::Intra::kSwitch;
@@ -128,6 +128,9 @@ SimCluster clusterFromJson(const std::string& text, const std::string& origin) {
       if (!c.memoryCurve.empty() && bytes <= c.memoryCurve.back().first) intra.fail(at, "working sets must ascend");
       c.memoryCurve.emplace_back(bytes, gbps);
     }
+    c.slotMemoryShare = intra.number("slotMemoryShare", 0.5);
+    if (c.slotMemoryShare > 1)
+      intra.fail(intra.at("slotMemoryShare"), strprintf("%g is not a share in [0, 1]", c.slotMemoryShare));
     if (!c.memoryCurve.empty() && !(c.memoryGBps > 0))
       intra.fail(intra.at("memoryGBps"), "missing; memoryCurve needs the rate beyond its last point");
   }
@@ -210,6 +213,7 @@ std::string clusterToJson(const SimCluster& c) {
   intra.add("latencyUs", num(c.intraLatencyUs));
   intra.add("efficiency", num(c.intraEfficiency));
   if (c.memoryGBps > 0) intra.add("memoryGBps", num(c.memoryGBps));
+  if (c.intra == SimCluster::Intra::kShm) intra.add("slotMemoryShare", num(c.slotMemoryShare));
   if (!c.memoryCurve.empty()) {
     Value& curve = intra.add("memoryCurve", Value::makeArray());
     for (const auto& [bytes, gbps] : c.memoryCurve) {

@@ -314,8 +314,9 @@ class Engine {
     double end = std::max(now, cpu.freeAt) + work;
     cpu.freeAt = end;
     if (rs.memory >= 0) {
-      // Its reads and writes: the incoming slot, the source, the destination, the outgoing slot.
-      const int touches = (op.recvConn >= 0) + (op.sendConn >= 0) + usesSrc(op.kind) + usesDst(op.kind);
+      // Its reads and writes: the source and the destination in full, the incoming and outgoing slots in part.
+      const double touches =
+          usesSrc(op.kind) + usesDst(op.kind) + c_.slotMemoryShare * ((op.recvConn >= 0) + (op.sendConn >= 0));
       Resource& mem = resources_[static_cast<size_t>(rs.memory)];
       mem.freeAt = std::max(now, mem.freeAt) + touches * bytes * mem.usPerByte;
       end = std::max(end, mem.freeAt);

@@ -465,6 +465,8 @@ TEST(SimCluster, ErrorsNameTheField) {
        "host.intra.memoryCurve[0]: expected [working-set bytes, GB/s]"},
       {replaced(kGood, R"("latencyUs": 1})", R"("latencyUs": 1, "memoryCurve": [[2, 5]]})"),
        "host.intra.memoryGBps: missing"},
+      {replaced(kGood, R"("latencyUs": 1})", R"("latencyUs": 1, "slotMemoryShare": 2})"),
+       "host.intra.slotMemoryShare: 2 is not a share in [0, 1]"},
       {"{\"name\": ", "test.json: line 1"},
   };
   for (const auto& [text, want] : cases) {
