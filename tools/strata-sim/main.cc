@@ -303,18 +303,20 @@ int run(int argc, char** argv) {
                  o.algo == "auto"  ? "auto (the fastest simulated)"
                  : o.algo == "all" ? "auto (the fastest simulated); every algorithm's time"
                                    : o.algo.c_str());
-    std::fprintf(out, "# %10s %12s %8s %6s %10s %7s %7s %10s", "", "", "", "", "predicted", "", "", "");
-    if (o.algo == "all")
-      for (const std::string& a : algos) std::fprintf(out, " %11s", a.c_str());
-    std::fprintf(out, "\n# %10s %12s %8s %6s %10s %7s %7s %10s", "size", "count", "type", "redop", "time", "algbw",
-                 "busbw", "algorithm");
-    if (o.algo == "all")
-      for (size_t i = 0; i < algos.size(); ++i) std::fprintf(out, " %11s", "time");
-    std::fprintf(out, "\n# %10s %12s %8s %6s %10s %7s %7s %10s", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
-                 "(GB/s)", "");
-    if (o.algo == "all")
-      for (size_t i = 0; i < algos.size(); ++i) std::fprintf(out, " %11s", "(us)");
-    std::fputc('\n', out);
+    // Three header lines in nccl-tests' widths, each without trailing blanks.
+    auto header = [&](const char* size, const char* count, const char* type, const char* redop, const char* time,
+                      const char* algbw, const char* busbw, const char* algo, const std::vector<std::string>& more) {
+      std::string line =
+          strprintf("# %10s %12s %8s %6s %10s %7s %7s %10s", size, count, type, redop, time, algbw, busbw, algo);
+      if (o.algo == "all")
+        for (const std::string& m : more) line += strprintf(" %11s", m.c_str());
+      line.erase(line.find_last_not_of(' ') + 1);
+      std::fprintf(out, "%s\n", line.c_str());
+    };
+    header("", "", "", "", "predicted", "", "", "", algos);
+    header("size", "count", "type", "redop", "time", "algbw", "busbw", "algorithm",
+           std::vector<std::string>(algos.size(), "time"));
+    header("(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", std::vector<std::string>(algos.size(), "(us)"));
   }
   double sumBus = 0;
   for (const Row& row : rows) {
