@@ -22,6 +22,7 @@
 #include "collectives/plan.h"
 #include "collectives/rhd_pattern.h"
 #include "collectives/selector.h"
+#include "test_util.h"
 #include "util/error.h"
 
 namespace strata {
@@ -41,22 +42,6 @@ Provenance later(const Provenance& a, const Provenance& b) { return a < b ? b : 
 bool reduces(OpKind k) {
   return k == OpKind::kRecvReduce || k == OpKind::kRecvReduceSend || k == OpKind::kRecvReduceCopySend ||
          k == OpKind::kReduceLocal;
-}
-
-std::vector<Plan> plansOf(CollKind kind, const std::string& algorithm, int n, size_t count, size_t chunkElems,
-                          const std::vector<int>& hostOf) {
-  std::vector<Plan> plans;
-  for (int r = 0; r < n; ++r) {
-    CollArgs args;
-    args.kind = kind;
-    args.nranks = n;
-    args.rank = r;
-    args.count = count;
-    args.chunkElems = chunkElems;
-    args.hostOf = hostOf;
-    plans.push_back(makePlan(args, algorithm));
-  }
-  return plans;
 }
 
 // Runs every rank's plan symbolically (elements of one byte) in an order that keeps each lane's op order and
@@ -190,8 +175,8 @@ PlanCounts countPlans(CollKind kind, const std::string& algorithm, int n, size_t
                       const std::vector<int>& hostOf) {
   PlanCounts c;
   const HostLayout layout(n, hostOf, "test");
-  c.plans = plansOf(kind, algorithm, n, count, size_t{1} << 40, hostOf);
-  const std::vector<Plan> chunked = plansOf(kind, algorithm, n, count, chunkElems, hostOf);
+  c.plans = test::plansOf(kind, algorithm, n, count, size_t{1} << 40, hostOf);
+  const std::vector<Plan> chunked = test::plansOf(kind, algorithm, n, count, chunkElems, hostOf);
   const Provenance path = criticalPath(c.plans);
   c.steps = path.hops;
   c.pathBytes = path.bytes;

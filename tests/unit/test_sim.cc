@@ -15,6 +15,7 @@
 #include "collectives/generators.h"
 #include "collectives/selector.h"
 #include "collectives/sim.h"
+#include "test_util.h"
 #include "util/error.h"
 
 namespace strata {
@@ -154,22 +155,6 @@ double criticalPathUs(const std::vector<Plan>& plans, size_t elemSize, double al
   return total;
 }
 
-std::vector<Plan> plansOf(CollKind kind, const std::string& algo, int n, size_t count, size_t chunkElems,
-                          const std::vector<int>& hostOf) {
-  std::vector<Plan> plans;
-  for (int r = 0; r < n; ++r) {
-    CollArgs args;
-    args.kind = kind;
-    args.nranks = n;
-    args.rank = r;
-    args.count = count;
-    args.chunkElems = chunkElems;
-    args.hostOf = hostOf;
-    plans.push_back(makePlan(args, algo));
-  }
-  return plans;
-}
-
 TEST(Sim, EveryAlgorithmOnOneHostMatchesItsCriticalPath) {
   // The double binary tree above all: it has no textbook closed form as Strata cuts it (one lane, both trees, a
   // chunk going up while the one before comes down), so its alpha-beta cost is the critical path of its plans.
@@ -187,7 +172,7 @@ TEST(Sim, EveryAlgorithmOnOneHostMatchesItsCriticalPath) {
         call.hosts = 1;
         const size_t chunkElems = c.chunkBytes() / 4 / 64;  // several chunks: pipelines
         const size_t count = kind == CollKind::kAllReduce ? bytes / 4 : bytes / 4 / static_cast<size_t>(n);
-        const std::vector<Plan> plans = plansOf(kind, algo, n, count, chunkElems, {});
+        const std::vector<Plan> plans = test::plansOf(kind, algo, n, count, chunkElems, {});
         const double expect = criticalPathUs(plans, 4, kAlpha, kIntraGBps);
         const double got = simulatePlans(c, plans, 4, {}).us;
         EXPECT_NEAR(got, expect, expect * 0.01) << collName(kind) << " " << algo << " n=" << n;

@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "collectives/algorithms.h"
 #include "strata/strata.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -27,6 +29,23 @@ struct LeakExpected {
   LeakExpected(const LeakExpected&) = delete;
   LeakExpected& operator=(const LeakExpected&) = delete;
 };
+
+/// The plans of every rank of a call (the generators' output, as the executor gets it).
+inline std::vector<Plan> plansOf(CollKind kind, const std::string& algorithm, int n, size_t count, size_t chunkElems,
+                                 const std::vector<int>& hostOf) {
+  std::vector<Plan> plans;
+  for (int r = 0; r < n; ++r) {
+    CollArgs args;
+    args.kind = kind;
+    args.nranks = n;
+    args.rank = r;
+    args.count = count;
+    args.chunkElems = chunkElems;
+    args.hostOf = hostOf;
+    plans.push_back(makePlan(args, algorithm));
+  }
+  return plans;
+}
 
 /// A 1-rank communicator through the C API (its own unique id, so tests never share a root).
 inline strataComm_t oneRankComm() {
