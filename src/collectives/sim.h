@@ -98,6 +98,9 @@ struct SimCluster {
   size_t chunkBytes() const;
 };
 
+/// "switch", "shm", "pairwise": host.intra.kind as cluster files spell it.
+const char* intraKindName(SimCluster::Intra kind);
+
 /// Reads a cluster file; throws InvalidArgument "<origin>: <field>: <what is wrong>", naming the field (a missing
 /// required one, a wrong type, a value out of range, or one the format does not have: a typo).
 SimCluster clusterFromJson(const std::string& text, const std::string& origin);

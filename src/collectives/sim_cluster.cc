@@ -47,16 +47,16 @@ std::vector<std::string> notes(const ObjectReader& r) {
   return out;
 }
 
-const char* intraName(SimCluster::Intra k) {
-  switch (k) {
+}  // namespace
+
+const char* intraKindName(SimCluster::Intra kind) {
+  switch (kind) {
     case SimCluster::Intra::kSwitch: return "switch";
     case SimCluster::Intra::kShm: return "shm";
     case SimCluster::Intra::kPairwise: return "pairwise";
   }
   return "?";
 }
-
-}  // namespace
 
 size_t SimCluster::messageBytes() const {
   return pieceBytes * static_cast<size_t>(executor == Executor::kDevice ? std::max(1, channels) : 1);
@@ -208,7 +208,7 @@ std::string clusterToJson(const SimCluster& c) {
   host.add("ranks", num(c.ranksPerHost));
   if (c.cores > 0) host.add("cores", num(c.cores));
   Value& intra = host.add("intra", Value::makeObject());
-  intra.add("kind", str(intraName(c.intra)));
+  intra.add("kind", str(intraKindName(c.intra)));
   intra.add("bandwidthGBps", num(c.intraGBps));
   intra.add("latencyUs", num(c.intraLatencyUs));
   intra.add("efficiency", num(c.intraEfficiency));

@@ -578,17 +578,24 @@ bool cudaDriverPresent() {
   return h != nullptr;
 }
 
+// Every rank of an n-rank clique, made by this one thread inside one group.
+std::vector<ncclComm_t> cliqueInGroup(int n) {
+  ncclUniqueId id{};
+  ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  std::vector<ncclComm_t> comms(static_cast<size_t>(n), nullptr);
+  ok(ncclGroupStart(), "ncclGroupStart");
+  for (int r = 0; r < n; ++r)
+    ok(ncclCommInitRank(&comms[static_cast<size_t>(r)], n, id, r), "ncclCommInitRank in a group");
+  ok(ncclGroupEnd(), "ncclGroupEnd");
+  return comms;
+}
+
 // NCCL's single-thread pattern: one thread makes every rank of a clique inside one group, then drives them all with
 // grouped calls.
 void testGroupInit() {
   needRanks(gNranks == 1, "1 process");
   constexpr int kRanks = 3;
-  ncclUniqueId id{};
-  ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  ncclComm_t comms[kRanks] = {};
-  ok(ncclGroupStart(), "ncclGroupStart");
-  for (int r = 0; r < kRanks; ++r) ok(ncclCommInitRank(&comms[r], kRanks, id, r), "ncclCommInitRank in a group");
-  ok(ncclGroupEnd(), "ncclGroupEnd");
+  const std::vector<ncclComm_t> comms = cliqueInGroup(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     if (!comms[r]) die("ncclCommInitRank in a group gave no communicator");
     expectShape(comms[r], kRanks, r, "communicator " + std::to_string(r) + " made in the group");
@@ -686,13 +693,7 @@ void testRevoke() {
 // to `tune`. Nothing runs: only rank 0 calls.
 float simulatedEstimate(const char* tune) {
   setenv("STRATA_TUNE", tune, 1);
-  constexpr int kRanks = 4;
-  ncclUniqueId id{};
-  ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  ncclComm_t comms[kRanks] = {};
-  ok(ncclGroupStart(), "ncclGroupStart");
-  for (int r = 0; r < kRanks; ++r) ok(ncclCommInitRank(&comms[r], kRanks, id, r), "ncclCommInitRank in a group");
-  ok(ncclGroupEnd(), "ncclGroupEnd");
+  const std::vector<ncclComm_t> comms = cliqueInGroup(4);
   const size_t count = size_t{16} << 20;
   std::vector<float> send(count, 1.0f), recv(count, -1.0f);
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;

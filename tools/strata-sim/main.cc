@@ -214,11 +214,8 @@ struct Row {
 };
 
 std::string describe(const SimCluster& c) {
-  std::string s = strprintf("#  intra-host: %s %g GB/s x %g, %g us",
-                            c.intra == SimCluster::Intra::kShm      ? "shm"
-                            : c.intra == SimCluster::Intra::kSwitch ? "switch"
-                                                                    : "pairwise",
-                            c.intraGBps, c.intraEfficiency, c.intraLatencyUs);
+  std::string s = strprintf("#  intra-host: %s %g GB/s x %g, %g us", intraKindName(c.intra), c.intraGBps,
+                            c.intraEfficiency, c.intraLatencyUs);
   s += strprintf("; network: %d NIC(s) x %g Gbit/s x %g, %g us; fabric: %s", c.nics, c.nicGBps * 8, c.netEfficiency,
                  c.netLatencyUs, c.fabric == SimCluster::Fabric::kRail ? "rail-optimised" : "fat tree");
   if (c.hostsPerLeaf > 0) s += strprintf(", %d hosts per leaf, %g:1", c.hostsPerLeaf, c.oversubscription);
