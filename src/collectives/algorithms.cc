@@ -1,5 +1,5 @@
-// Dispatch from (collective, algorithm name) to the generators, argument checks, and the cases every
-// algorithm shares (count 0, a single rank).
+// The table of every algorithm's record, its lookups, and makePlan: argument checks, the cases every algorithm
+// shares (count 0, a single rank), then the record's generator.
 #include "collectives/algorithms.h"
 
 #include <cstdint>
@@ -11,32 +11,11 @@ namespace strata {
 
 namespace {
 
-struct AlgorithmEntry {
-  CollKind kind;
-  const char* name;
-  Plan (*generate)(const CollArgs&);
-};
-
-// The first entry of each collective is its default.
-const AlgorithmEntry kAlgorithms[] = {
-    {CollKind::kAllReduce, "ring", ringAllReduce},
-    {CollKind::kAllReduce, "oneshot", oneshotAllReduce},
-    {CollKind::kAllReduce, "twoshot", twoshotAllReduce},
-    {CollKind::kAllReduce, "rhd", rhdAllReduce},
-    {CollKind::kAllReduce, "tree", treeAllReduce},
-    {CollKind::kAllReduce, "hier", hierAllReduce},
-    {CollKind::kReduceScatter, "ring", ringReduceScatter},
-    {CollKind::kReduceScatter, "rhd", rhdReduceScatter},
-    {CollKind::kReduceScatter, "hier", hierReduceScatter},
-    {CollKind::kAllGather, "ring", ringAllGather},
-    {CollKind::kAllGather, "rhd", rhdAllGather},
-    {CollKind::kAllGather, "hier", hierAllGather},
-    {CollKind::kBroadcast, "chain", chainBroadcast},
-    {CollKind::kReduce, "chain", chainReduce},
-    {CollKind::kAllToAll, "pairwise", pairwiseAllToAll},
-    {CollKind::kSend, "p2p", p2pSend},
-    {CollKind::kRecv, "p2p", p2pRecv},
-    {CollKind::kBarrier, "dissemination", disseminationBarrier},
+// The families, in the order that makes each collective's default its first record. Each family's records are a
+// constant array in its file, so the table costs nothing to build.
+constexpr std::span<const AlgorithmRecord> (*kFamilies[])() = {
+    ringAlgorithms, oneshotAlgorithms, twoshotAlgorithms,  rhdAlgorithms, treeAlgorithms,
+    hierAlgorithms, chainAlgorithms,   pairwiseAlgorithms, p2pAlgorithms, disseminationAlgorithms,
 };
 
 // Elements of the larger of the user's buffers in units of args.count (n blocks for the collectives that
@@ -83,23 +62,51 @@ Plan singleRankPlan(const CollArgs& args) {
 
 }  // namespace
 
+std::vector<const AlgorithmRecord*> allAlgorithms() {
+  std::vector<const AlgorithmRecord*> out;
+  for (int k = 0; k < kNumCollKinds; ++k)
+    for (const AlgorithmRecord* r : algorithmRecords(static_cast<CollKind>(k))) out.push_back(r);
+  return out;
+}
+
+std::vector<const AlgorithmRecord*> algorithmRecords(CollKind kind) {
+  std::vector<const AlgorithmRecord*> out;
+  for (auto family : kFamilies)
+    for (const AlgorithmRecord& r : family())
+      if (r.kind == kind) out.push_back(&r);
+  return out;
+}
+
 std::vector<std::string> algorithmsFor(CollKind kind) {
   std::vector<std::string> names;
-  for (const AlgorithmEntry& e : kAlgorithms)
-    if (e.kind == kind) names.emplace_back(e.name);
+  for (const AlgorithmRecord* r : algorithmRecords(kind)) names.emplace_back(r->name);
   return names;
 }
 
+const AlgorithmRecord& defaultAlgorithm(CollKind kind) {
+  for (auto family : kFamilies)
+    for (const AlgorithmRecord& r : family())
+      if (r.kind == kind) return r;
+  throw InternalError(strprintf("%s has no algorithm", collName(kind)));
+}
+
+const AlgorithmRecord* findAlgorithm(CollKind kind, std::string_view name) {
+  for (auto family : kFamilies)
+    for (const AlgorithmRecord& r : family())
+      if (r.kind == kind && name == r.name) return &r;
+  return nullptr;
+}
+
+const AlgorithmRecord& algorithmOf(CollKind kind, std::string_view name) {
+  if (const AlgorithmRecord* r = findAlgorithm(kind, name)) return *r;
+  std::string known;
+  for (const std::string& n : algorithmsFor(kind)) known += (known.empty() ? "" : ", ") + n;
+  throw InvalidArgument(strprintf("unknown %s algorithm '%.*s' (known: %s)", collName(kind),
+                                  static_cast<int>(name.size()), name.data(), known.c_str()));
+}
+
 Plan makePlan(const CollArgs& args, const std::string& algorithm) {
-  const AlgorithmEntry* entry = nullptr;
-  for (const AlgorithmEntry& e : kAlgorithms)
-    if (e.kind == args.kind && algorithm == e.name) entry = &e;
-  if (!entry) {
-    std::string known;
-    for (const std::string& name : algorithmsFor(args.kind)) known += (known.empty() ? "" : ", ") + name;
-    throw InvalidArgument(
-        strprintf("unknown %s algorithm '%s' (known: %s)", collName(args.kind), algorithm.c_str(), known.c_str()));
-  }
+  const AlgorithmRecord* entry = &algorithmOf(args.kind, algorithm);
   checkArgs(args);
   Plan plan;
   if (args.kind == CollKind::kBarrier) {

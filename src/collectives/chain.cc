@@ -1,12 +1,17 @@
 // Pipelined chains along the ring order: broadcast flows root -> root+1 -> ... -> root-1, reduce flows
 // root+1 -> root+2 -> ... -> root. Chunks of at most args.chunkElems keep every rank at most one chunk
 // ahead of its successor. The "chain" algorithm of broadcast and reduce.
+#include <algorithm>
+#include <utility>
+
 #include "collectives/generators.h"
 
 namespace strata {
 
 using gen::chunkOf;
 using gen::mod;
+
+namespace {
 
 Plan chainBroadcast(const CollArgs& args) {
   const int n = args.nranks, r = args.rank;
@@ -52,5 +57,37 @@ Plan chainReduce(const CollArgs& args) {
   }
   return plan;
 }
+
+// A chain of n-1 hops (from the root; priced for root 0) that every byte crosses, pipelined in chunks.
+std::vector<Phase> chainBroadcastShape(const ShapeBuilder& b, double bytes) {
+  return {b.chain(b.allRanks(), bytes, false)};
+}
+// Reduce to root 0 runs 1 -> 2 -> ... -> n-1 -> 0, every rank but the first reducing what it forwards.
+std::vector<Phase> chainReduceShape(const ShapeBuilder& b, double bytes) {
+  std::vector<int> order = b.allRanks();
+  std::rotate(order.begin(), order.begin() + 1, order.end());
+  return {b.chain(std::move(order), bytes, true)};
+}
+
+const AlgorithmRecord kRecords[] = {
+    {.kind = CollKind::kBroadcast,
+     .name = "chain",
+     .generate = chainBroadcast,
+     .costShape = chainBroadcastShape,
+     .applies = appliesEverywhere,
+     .deviceCapable = true,
+     .description = "pipelined chain from the root along the ring order, in chunks"},
+    {.kind = CollKind::kReduce,
+     .name = "chain",
+     .generate = chainReduce,
+     .costShape = chainReduceShape,
+     .applies = appliesEverywhere,
+     .deviceCapable = true,
+     .description = "pipelined chain to the root along the ring order, reduced at every hop, in chunks"},
+};
+
+}  // namespace
+
+std::span<const AlgorithmRecord> chainAlgorithms() { return kRecords; }
 
 }  // namespace strata

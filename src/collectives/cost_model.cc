@@ -1,69 +1,37 @@
-// The cost model behind the selector.
+// The cost model behind the selector: it prices phases; what phases an algorithm is made of is the algorithm's own
+// cost shape (its record, algorithm_record.h; the phases, cost_shape.h).
 //
-// Each algorithm is a list of phases (shapeOf): rings, direct exchanges, recursive halving or doubling
-// steps, a double binary tree, rings between hosts. A phase states its shape as plain numbers: steps on the
-// critical path, bytes one rank sends per step, messages per step, bytes reduced. Its time is the sum of
-// three terms:
+// A phase states its shape as plain numbers: steps on the critical path, bytes one rank sends per step, messages
+// per step, bytes reduced. Its time is the sum of three terms:
 //   latency:  steps on the critical path x (link latency + per-message cost)
 //   volume:   bytes through the busiest link (or host NIC) / its bandwidth
 //   compute:  bytes this rank reduces / reduction throughput
-// Pipelined plans (ring, tree, hierarchical rings) overlap chunks, so their volume term counts each link's
-// total bytes once; each chunk still costs one message on every hop. Links between hosts are shared: when
-// several flows leave one host at once (ring crossings, rails), each gets the host's network bandwidth
-// divided by the flows, capped by one NIC's.
+// Pipelined plans (ring, tree, chains, hierarchical rings) overlap chunks, so their volume term counts each link's
+// total bytes once; each chunk still costs one message on every hop. Links between hosts are shared: when several
+// flows leave one host at once (ring crossings, rails), each gets the host's network bandwidth divided by the flows,
+// capped by one NIC's.
 //
-// Why the counts are stated here and not read off the generated plans: a plan describes one rank, and the
-// critical path and the busiest rank need the plans of all n ranks (O(n^2) ops for a ring at one chunk,
-// times the chunk count for the message counts). predictAll prices every algorithm of a collective on every
-// rank at each new call size, so reading plans would cost milliseconds to seconds at a few thousand ranks
-// where this formula costs microseconds. Instead tests/unit/test_cost_model.cc builds the real plans of
-// every algorithm at n = 1..33 over several host layouts, takes the same counts from them (shapeCounts), and
-// fails when a generator or a phase here changes its shape without the other.
+// Why the counts are stated by the shapes and not read off the generated plans: a plan describes one rank, and the
+// critical path and the busiest rank need the plans of all n ranks (O(n^2) ops for a ring at one chunk, times the
+// chunk count for the message counts). predictAll prices every algorithm of a collective on every rank at each new
+// call size, so reading plans would cost milliseconds to seconds at a few thousand ranks where this formula costs
+// microseconds. Instead tests/unit/test_cost_model.cc builds the real plans of every algorithm at n = 1..33 over
+// several host layouts, takes the same counts from them (shapeCounts), and fails when a generator or its shape
+// changes without the other.
 #include "collectives/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 
-#include "collectives/generators.h"
+#include "collectives/cost_shape.h"
 #include "collectives/host_layout.h"
 #include "collectives/rhd_pattern.h"
+#include "util/error.h"
 
 namespace strata {
 namespace {
 
-// One phase of an algorithm: the unit the time formula prices, with its shape in the fields the pattern
-// reads. shapeOf lists every algorithm's phases; phaseUs prices one; shapeCounts sums their counts up.
-struct Phase {
-  enum class Pattern {
-    kRing,      // `steps` ring steps over `members`, each rank sending `stepBytes` per step
-    kDirect,    // `steps` rounds in which every rank sends `stepBytes` to each of `fanout` peers at once (each
-                // round priced alike: `reduceBytes` / `steps` reduced in each)
-    kHalving,   // recursive halving of `stepBytes` over `rhd`'s virtual ranks, after a pair step of it
-    kDoubling,  // recursive doubling up to `stepBytes` over `rhd`'s virtual ranks, then a pair step of it
-    kTree,      // double binary tree: `steps` hops of the first `stepBytes` chunk, then the busiest rank's
-                // `fanout` streams of `streamBytes` each (up and down, in its two trees)
-    kRail,      // `steps` ring steps between hosts, each rank sending `stepBytes`, `flows` rings per host
-    kHandoff,   // one intra-host step that hands finished blocks to their owners (priced as latency)
-    kCopy,      // a local copy of `stepBytes`
-  };
-  Pattern pattern = Pattern::kCopy;
-  int steps = 0;             // steps on the critical path
-  double stepBytes = 0;      // bytes of one step's message (kHalving, kDoubling: of the data halved)
-  int fanout = 1;            // messages (or streams) a rank sends per step
-  double streamBytes = 0;    // kTree: bytes of one stream
-  double reduceBytes = 0;    // bytes a rank reduces over the phase
-  std::vector<int> members;  // kRing: the ring's ranks, in order
-  int flows = 1;             // kRail: rings leaving each host at once
-  RhdPattern rhd{1};         // kHalving, kDoubling: the virtual ranks and pairs
-  /// kRing, kRail: the plan is pipelined in `pieces` pieces (the hierarchical all-reduce): each step's message is
-  /// cut per piece, and the phases with pieces > 1 overlap (timeUs).
-  int pieces = 1;
-  /// Messages of one step: its bytes cut per piece, each piece in chunks.
-  double stepMessages(double chunkBytes) const {
-    return pieces * std::max(1.0, std::ceil(stepBytes / pieces / chunkBytes));
-  }
-};
 using Pattern = Phase::Pattern;
 
 struct Model {
@@ -86,24 +54,13 @@ struct Model {
   double reduceUs(double bytes) const { return bytes / (in.reduceGBps * 1e3); }
   double copyUs(double bytes) const { return bytes / (in.copyGBps * 1e3); }
 
-  std::vector<int> allRanks() const {
-    std::vector<int> v(static_cast<size_t>(lay.nranks()));
-    for (int i = 0; i < lay.nranks(); ++i) v[static_cast<size_t>(i)] = i;
-    return v;
-  }
-  // Ranks of a largest host, in order: the intra-host rings of a hierarchical plan all look alike.
-  std::vector<int> largestHost() const {
-    std::vector<int> host;
-    for (const std::vector<int>& ranks : lay.hosts())
-      if (static_cast<int>(ranks.size()) == lay.maxPerHost()) host = ranks;
-    return host;
-  }
-  // Ring links of `members` (ring order) that leave a host, and the most that leave any one host.
-  int ringCrossings(const std::vector<int>& members, int* worst) const {
+  // Links of `members` (in order; a ring closes back to the first, a chain does not) that leave a host, and the
+  // most that leave any one host.
+  int crossings(const std::vector<int>& members, bool ring, int* worst) const {
     const int m = static_cast<int>(members.size());
     std::map<int, int> crossingsPerHost;
     int crossings = 0;
-    for (int i = 0; i < m; ++i) {
+    for (int i = 0; i < (ring ? m : m - 1); ++i) {
       const int a = members[static_cast<size_t>(i)], b = members[static_cast<size_t>((i + 1) % m)];
       if (lay.crossesHosts(a, b)) {
         ++crossings;
@@ -124,102 +81,15 @@ struct Model {
     return worst;
   }
 
-  // ---- the shape of every algorithm the model compares ----
-
-  // The phases of `algorithm` for a call of `bytes`; empty if the model does not price it here.
-  std::vector<Phase> shapeOf(CollKind kind, const std::string& algorithm, double bytes) const {
-    const int n = lay.nranks();
-    const double seg = bytes / n;
-    auto ring = [&](std::vector<int> members, int steps, double stepBytes, double reduceBytes) {
-      Phase ph;
-      ph.pattern = Pattern::kRing;
-      ph.members = std::move(members);
-      ph.steps = static_cast<int>(ph.members.size()) > 1 ? steps : 0;
-      ph.stepBytes = stepBytes;
-      ph.reduceBytes = reduceBytes;
-      return ph;
-    };
-    auto direct = [&](int rounds, double stepBytes, double reduceBytes) {
-      Phase ph;
-      ph.pattern = Pattern::kDirect;
-      ph.steps = rounds;
-      ph.stepBytes = stepBytes;
-      ph.fanout = n - 1;
-      ph.reduceBytes = reduceBytes;
-      return ph;
-    };
-    auto rhd = [&](Pattern pattern, bool reduce) {
-      Phase ph;
-      ph.pattern = pattern;
-      ph.rhd = RhdPattern(n);
-      ph.steps = ph.rhd.exchanges() + (ph.rhd.pairs > 0 ? 1 : 0);
-      ph.stepBytes = bytes;
-      ph.reduceBytes = reduce ? bytes - bytes / ph.rhd.p : 0;  // the halving steps' sizes
-      return ph;
-    };
-    auto simple = [&](Pattern pattern, int steps, double stepBytes) {
-      Phase ph;
-      ph.pattern = pattern;
-      ph.steps = steps;
-      ph.stepBytes = stepBytes;
-      return ph;
-    };
-    const bool hier = algorithm == "hier" && lay.nhosts() > 1;
-    // Hierarchical: a ring inside each host, one ring per rail between hosts, a ring inside each host. Every
-    // intra-host ring is priced as one over a largest host (L ranks) with the data in L blocks; a rail ring
-    // carries 1/R of the data (R rails) in H blocks.
-    const int L = lay.maxPerHost(), H = lay.nhosts(), R = lay.minPerHost();
-    const double intraStep = bytes / L, interStep = bytes / R / H;
-    auto rail = [&](int steps, bool reduce) {
-      Phase ph = simple(Pattern::kRail, steps, interStep);
-      ph.flows = R;
-      ph.reduceBytes = reduce ? (H - 1) * interStep : 0;
-      return ph;
-    };
-    switch (kind) {
-      case CollKind::kAllReduce:
-        if (algorithm == "ring") return {ring(allRanks(), 2 * (n - 1), seg, (n - 1) * seg)};
-        if (algorithm == "oneshot") return {direct(1, bytes, (n - 1) * bytes)};
-        // Both rounds are priced alike, the all-gather's receives as if they reduced too.
-        if (algorithm == "twoshot") return {direct(2, seg, 2 * ((n - 1) * seg))};
-        if (algorithm == "rhd") return {rhd(Pattern::kHalving, true), rhd(Pattern::kDoubling, false)};
-        if (algorithm == "tree") {
-          Phase ph = simple(Pattern::kTree, 2 * static_cast<int>(std::ceil(std::log2(n + 1.0))),
-                            std::min(bytes / 2, static_cast<double>(in.chunkBytes) / 2));
-          // The busiest rank, inner in one tree and a leaf in the other, receives and sends 2 S: S/2 from
-          // each child and from its parent, S/2 to its parent and to each child, plus a leaf's S/2 each way
-          // in the other tree. Four streams of S/2 leave it.
-          ph.fanout = 4;
-          ph.streamBytes = bytes / 2;
-          ph.reduceBytes = bytes;
-          return {ph};
-        }
-        if (hier) {
-          // Pipelined by piece (hier.cc): the three phases overlap.
-          std::vector<Phase> phases = {ring(largestHost(), L - 1, intraStep, (L - 1) * intraStep),
-                                       rail(2 * (H - 1), true), ring(largestHost(), L - 1, intraStep, 0)};
-          const int pieces = static_cast<int>(hierAllReducePieces(static_cast<size_t>(bytes), R, H, in.chunkBytes));
-          for (Phase& ph : phases) ph.pieces = pieces;
-          return phases;
-        }
-        break;
-      case CollKind::kReduceScatter:
-        if (algorithm == "ring") return {ring(allRanks(), n - 1, seg, (n - 1) * seg)};
-        if (algorithm == "rhd") return {rhd(Pattern::kHalving, true), simple(Pattern::kCopy, 0, seg)};
-        if (hier)
-          return {ring(largestHost(), L - 1, intraStep, (L - 1) * intraStep), rail(H - 1, true),
-                  simple(Pattern::kHandoff, 1, 0), simple(Pattern::kCopy, 0, seg)};
-        break;
-      case CollKind::kAllGather:
-        if (algorithm == "ring") return {ring(allRanks(), n - 1, seg, 0)};
-        if (algorithm == "rhd") return {rhd(Pattern::kDoubling, false)};
-        if (hier)
-          return {simple(Pattern::kHandoff, 1, 0), simple(Pattern::kCopy, 0, seg), rail(H - 1, false),
-                  ring(largestHost(), L - 1, intraStep, 0)};
-        break;
-      default: break;
-    }
-    return {};
+  // The phases of `record` for a call of `bytes`; an InternalError if it has none (every record must have a shape:
+  // one without would never be chosen, and no test of the selector would notice).
+  std::vector<Phase> shapeOf(const AlgorithmRecord& record, double bytes) const {
+    std::vector<Phase> phases;
+    if (record.costShape) phases = record.costShape(ShapeBuilder(lay, in.chunkBytes), bytes);
+    if (phases.empty())
+      throw InternalError(strprintf("cost model: %s algorithm '%s' has no cost shape for %d rank(s) on %d host(s)",
+                                    collName(record.kind), record.name, lay.nranks(), lay.nhosts()));
+    return phases;
   }
 
   // ---- the time of one phase ----
@@ -229,7 +99,7 @@ struct Model {
       case Pattern::kRing: {
         if (ph.steps == 0) return 0;
         int worst = 0;
-        const int crossings = ringCrossings(ph.members, &worst);
+        const int crossings = this->crossings(ph.members, true, &worst);
         const LinkFigures& link = crossings ? in.inter : in.intra;
         const double rate = crossings ? std::min(intraBw(), netFlowBw(worst)) : intraBw();
         const double msgs = ph.steps * ph.stepMessages(static_cast<double>(in.chunkBytes));
@@ -288,6 +158,27 @@ struct Model {
         return ph.steps * (in.inter.latencyUs) +
                ph.steps * ph.stepMessages(static_cast<double>(in.chunkBytes)) * in.messageUs +
                ph.steps * ph.stepBytes / railRate + (ph.reduceBytes > 0 ? reduceUs(ph.reduceBytes) : 0);
+      }
+      case Pattern::kChain: {
+        // Every byte crosses every hop, a chunk behind the hop before: the last chunk leaves the first hop after
+        // all S bytes and reaches the end (steps - 1) chunks later.
+        if (ph.steps == 0) return 0;
+        int worst = 0;
+        const int crossings = this->crossings(ph.members, false, &worst);
+        const LinkFigures& link = crossings ? in.inter : in.intra;
+        const double rate = crossings ? std::min(intraBw(), netFlowBw(worst)) : intraBw();
+        const double chunk = std::min(ph.stepBytes, static_cast<double>(in.chunkBytes));
+        const double msgs = ph.steps - 1 + chunks(ph.stepBytes);
+        const double volume = (ph.stepBytes + (ph.steps - 1) * chunk) / rate;
+        const double reduce = reduceUs(ph.reduceBytes);
+        return ph.steps * link.latencyUs + msgs * in.messageUs +
+               (in.fusedReduce ? std::max(volume, reduce) : volume + reduce);
+      }
+      case Pattern::kRounds: {
+        // Latency-bound: each round waits for the last; priced as crossing hosts when there are several.
+        const bool crosses = lay.nhosts() > 1;
+        const LinkFigures& link = crosses ? in.inter : in.intra;
+        return ph.steps * (link.latencyUs + in.messageUs + ph.stepBytes / (crosses ? netFlowBw(1) : intraBw()));
       }
       case Pattern::kHandoff: return in.intra.latencyUs;
       case Pattern::kCopy: return copyUs(ph.stepBytes);
@@ -361,18 +252,15 @@ TuningInputs deviceTuningInputs(const Topology& topo, const DeviceFigures& f) {
   return in;
 }
 
+bool modelCompares(CollKind kind) { return algorithmRecords(kind).size() > 1; }
+
 std::vector<Prediction> predictAll(CollKind kind, size_t size, const TuningInputs& in) {
-  if (in.nranks <= 1) return {Prediction{algorithmsFor(kind).front(), 0}};  // a local copy
-  if (!modelCompares(kind)) {
-    std::vector<Prediction> out;
-    for (const std::string& name : algorithmsFor(kind)) out.push_back(Prediction{name, 0});
-    return out;
-  }
+  if (in.nranks <= 1) return {Prediction{defaultAlgorithm(kind).name, 0}};  // a local copy
   const Model m(in);
   std::vector<Prediction> out;
-  for (const std::string& name : algorithmsFor(kind)) {
-    const std::vector<Phase> phases = m.shapeOf(kind, name, static_cast<double>(size));
-    if (!phases.empty()) out.push_back(Prediction{name, m.timeUs(phases)});
+  for (const AlgorithmRecord* record : algorithmRecords(kind)) {
+    if (!record->applies(m.lay, size)) continue;
+    out.push_back(Prediction{record->name, m.timeUs(m.shapeOf(*record, static_cast<double>(size)))});
   }
   std::stable_sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) { return a.us < b.us; });
   return out;
@@ -381,10 +269,11 @@ std::vector<Prediction> predictAll(CollKind kind, size_t size, const TuningInput
 bool shapeCounts(CollKind kind, const std::string& algorithm, size_t size, const TuningInputs& in,
                  ShapeCounts* counts) {
   *counts = ShapeCounts{};
-  if (in.nranks <= 1 || !modelCompares(kind)) return false;
+  if (in.nranks <= 1) return false;
+  const AlgorithmRecord& record = algorithmOf(kind, algorithm);
   const Model m(in);
-  const std::vector<Phase> phases = m.shapeOf(kind, algorithm, static_cast<double>(size));
-  if (phases.empty()) return false;
+  if (!record.applies(m.lay, size)) return false;
+  const std::vector<Phase> phases = m.shapeOf(record, static_cast<double>(size));
   const double unpriced = std::nan("");
   const int n = m.lay.nranks();
   ShapeCounts& c = *counts;
@@ -393,7 +282,7 @@ bool shapeCounts(CollKind kind, const std::string& algorithm, size_t size, const
     switch (ph.pattern) {
       case Pattern::kRing: {
         int worst = 0;
-        m.ringCrossings(ph.members, &worst);
+        m.crossings(ph.members, true, &worst);
         c.pathBytes += ph.steps * ph.stepBytes;
         c.sentBytes += ph.steps * ph.stepBytes;
         c.messages += ph.steps * ph.stepMessages(static_cast<double>(in.chunkBytes));
@@ -435,6 +324,23 @@ bool shapeCounts(CollKind kind, const std::string& algorithm, size_t size, const
         c.sentBytes += ph.steps * ph.stepBytes;
         c.messages += ph.steps * ph.stepMessages(static_cast<double>(in.chunkBytes));
         c.hostOutBytes += ph.flows * ph.steps * ph.stepBytes;
+        break;
+      case Pattern::kChain: {
+        // The busiest rank sends all S once (in chunks); the first element crosses every hop.
+        int worst = 0;
+        m.crossings(ph.members, false, &worst);
+        c.pathBytes += ph.steps * ph.stepBytes;
+        c.sentBytes += ph.steps > 0 ? ph.stepBytes : 0;
+        c.messages += ph.steps > 0 ? m.chunks(ph.stepBytes) : 0;
+        c.hostOutBytes += worst * ph.stepBytes;
+        break;
+      }
+      case Pattern::kRounds:
+        // One message a round per rank; which rounds leave a host is not priced (latency only).
+        c.pathBytes += ph.steps * ph.stepBytes;
+        c.sentBytes += ph.steps * ph.stepBytes;
+        c.messages += ph.steps;
+        c.hostOutBytes = unpriced;
         break;
       case Pattern::kHandoff:
       case Pattern::kCopy: break;

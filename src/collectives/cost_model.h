@@ -52,14 +52,14 @@ struct Prediction {
   double us = 0;  // predicted time of one call
 };
 
-/// True for the collectives the model prices against each other; the others have one algorithm.
-inline bool modelCompares(CollKind kind) {
-  return kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter || kind == CollKind::kAllGather;
-}
+/// True for the collectives with a choice to make: more than one algorithm. The selector predicts no time for the
+/// others (a collective with one algorithm runs it whatever it costs).
+bool modelCompares(CollKind kind);
 
 /// Predicted time of every algorithm of `kind` for a call whose full buffer (nccl-tests' "size": the
-/// all-reduce buffer, the reduce-scatter input, the all-gather output) is `bytes` long, fastest first.
-/// Algorithms that make no sense for the layout (hierarchical on one host) are left out.
+/// all-reduce buffer, the reduce-scatter input, the all-gather output, the all-to-all send buffer) is `bytes`
+/// long, fastest first. Algorithms that do not apply to the layout (AlgorithmRecord::applies: hierarchical on one
+/// host) are left out; every record that applies is priced by its cost shape.
 std::vector<Prediction> predictAll(CollKind kind, size_t bytes, const TuningInputs& in);
 
 /// An algorithm's shape as the model prices it, summed over its phases: the counts tests/unit/test_cost_model.cc
@@ -74,8 +74,8 @@ struct ShapeCounts {
   double hostOutBytes = 0;  // bytes that leave the busiest host (0 on one host)
 };
 
-/// The counts behind predictAll's figure for `algorithm`; false where predictAll has none (one rank, hier on
-/// one host, a collective the model does not compare).
+/// The counts behind predictAll's figure for `algorithm`; false where predictAll has none (one rank, an algorithm
+/// that does not apply to the layout). Throws InvalidArgument for an unknown algorithm.
 bool shapeCounts(CollKind kind, const std::string& algorithm, size_t bytes, const TuningInputs& in,
                  ShapeCounts* counts);
 

@@ -5,6 +5,8 @@
 
 namespace strata {
 
+namespace {
+
 Plan disseminationBarrier(const CollArgs& args) {
   const int n = args.nranks, r = args.rank;
   Plan plan = gen::emptyPlan(args);
@@ -19,5 +21,25 @@ Plan disseminationBarrier(const CollArgs& args) {
   }
   return plan;
 }
+
+// ceil(log2 n) rounds of a one-element token.
+std::vector<Phase> disseminationBarrierShape(const ShapeBuilder& b, double) {
+  int rounds = 0;
+  for (long long k = 1; k < b.nranks(); k *= 2) ++rounds;
+  return {b.rounds(rounds, 1)};
+}
+
+const AlgorithmRecord kRecords[] = {
+    {.kind = CollKind::kBarrier,
+     .name = "dissemination",
+     .generate = disseminationBarrier,
+     .costShape = disseminationBarrierShape,
+     .applies = appliesEverywhere,
+     .description = "dissemination barrier: ceil(log2 n) rounds of a token to rank+2^k"},
+};
+
+}  // namespace
+
+std::span<const AlgorithmRecord> disseminationAlgorithms() { return kRecords; }
 
 }  // namespace strata

@@ -1,46 +1,31 @@
-// Internal to src/collectives: the plan generators behind makePlan, one file per algorithm family, and the
-// small op-building helpers they share. Adding an algorithm: write its file, declare it here, and add a row
-// to the table in algorithms.cc.
+// Internal to src/collectives: the algorithm families behind the table (algorithms.h), one file each, and the small
+// op-building helpers their generators share. Adding an algorithm: write its record next to its generator in its
+// family's file (a new family: its file, a declaration here, and its place in algorithms.cc's list).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <span>
 #include <vector>
 
+#include "collectives/algorithm_record.h"
 #include "collectives/coll_args.h"
 #include "collectives/plan.h"
 
 namespace strata {
 
-// ---- generators (args are validated by makePlan; count > 0 and nranks > 1 unless stated) ----
-// ring.cc
-Plan ringAllReduce(const CollArgs& args);
-Plan ringReduceScatter(const CollArgs& args);
-Plan ringAllGather(const CollArgs& args);
-// chain.cc: pipelined chains from / to the root ("chain", the algorithm of broadcast and reduce)
-Plan chainBroadcast(const CollArgs& args);
-Plan chainReduce(const CollArgs& args);
-// oneshot.cc
-Plan oneshotAllReduce(const CollArgs& args);
-// pairwise.cc
-Plan pairwiseAllToAll(const CollArgs& args);
-// p2p.cc
-Plan p2pSend(const CollArgs& args);
-Plan p2pRecv(const CollArgs& args);
-// dissemination.cc (also called for nranks == 1 and any count)
-Plan disseminationBarrier(const CollArgs& args);
-// rhd.cc: recursive halving (reduce-scatter) and doubling (all-gather), Rabenseifner's all-reduce
-Plan rhdAllReduce(const CollArgs& args);
-Plan rhdReduceScatter(const CollArgs& args);
-Plan rhdAllGather(const CollArgs& args);
-// tree.cc: double binary tree
-Plan treeAllReduce(const CollArgs& args);
-// twoshot.cc: direct reduce-scatter then direct all-gather
-Plan twoshotAllReduce(const CollArgs& args);
-// hier.cc: intra-host, then one inter-host ring per rail (local rank), then intra-host
-Plan hierAllReduce(const CollArgs& args);
-Plan hierReduceScatter(const CollArgs& args);
-Plan hierAllGather(const CollArgs& args);
+// ---- the algorithm families: each file's records (algorithm_record.h), gathered by algorithms.cc ----
+std::span<const AlgorithmRecord> ringAlgorithms();           // ring.cc: rings over every rank
+std::span<const AlgorithmRecord> oneshotAlgorithms();        // oneshot.cc
+std::span<const AlgorithmRecord> twoshotAlgorithms();        // twoshot.cc: direct reduce-scatter, direct all-gather
+std::span<const AlgorithmRecord> rhdAlgorithms();            // rhd.cc: recursive halving and doubling
+std::span<const AlgorithmRecord> treeAlgorithms();           // tree.cc: double binary tree
+std::span<const AlgorithmRecord> hierAlgorithms();           // hier.cc: intra-host, one ring per rail, intra-host
+std::span<const AlgorithmRecord> chainAlgorithms();          // chain.cc: pipelined chains from / to the root
+std::span<const AlgorithmRecord> pairwiseAlgorithms();       // pairwise.cc: all-to-all
+std::span<const AlgorithmRecord> p2pAlgorithms();            // p2p.cc: send, recv
+std::span<const AlgorithmRecord> disseminationAlgorithms();  // dissemination.cc: barrier
+
 /// How many pieces the hierarchical all-reduce is pipelined in across `hosts` hosts of `rails` rails: each rank's
 /// share of a piece on its rail is at least one chunk; 1 to 16 (1 on one host). Counts in elements or in bytes alike.
 size_t hierAllReducePieces(size_t count, int rails, int hosts, size_t chunkElems);

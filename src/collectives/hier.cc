@@ -59,6 +59,8 @@ size_t hierAllReducePieces(size_t count, int rails, int hosts, size_t chunkElems
   return std::clamp<size_t>(count / std::max<size_t>(1, minPiece), 1, kMaxPieces);
 }
 
+namespace {
+
 // Lane 0 runs the intra-host rings, lane 1 (rail members only) the rail's ring; they share no peer. Pieces are
 // pipelined: lane 0 runs RS(0), RS(1), AG(0), RS(2), AG(1), ..., AG(P-1), where RS(p) is piece p's intra-host
 // reduce-scatter and AG(p) its intra-host all-gather, while lane 1 runs AR(0), AR(1), ... (piece p's rail
@@ -178,5 +180,59 @@ Plan hierAllGather(const CollArgs& args) {
   gen::groupAllGather(lane, mine, hi.local, intra, kBufRecv, args.chunkElems);
   return plan;
 }
+
+// Every intra-host ring is priced as one over a largest host (L ranks) with the data in L blocks; a rail ring
+// carries 1/R of the data (R rails) in H blocks.
+std::vector<Phase> hierAllReduceShape(const ShapeBuilder& b, double bytes) {
+  const HostLayout& lay = b.layout();
+  const int L = lay.maxPerHost(), H = lay.nhosts(), R = lay.rails();
+  const double intraStep = bytes / L;
+  // Pipelined by piece: the three phases overlap.
+  std::vector<Phase> phases = {b.ring(b.largestHost(), L - 1, intraStep, (L - 1) * intraStep),
+                               b.rail(2 * (H - 1), bytes, true), b.ring(b.largestHost(), L - 1, intraStep, 0)};
+  const int pieces = static_cast<int>(hierAllReducePieces(static_cast<size_t>(bytes), R, H, b.chunkBytes()));
+  for (Phase& ph : phases) ph.pieces = pieces;
+  return phases;
+}
+std::vector<Phase> hierReduceScatterShape(const ShapeBuilder& b, double bytes) {
+  const int L = b.layout().maxPerHost(), H = b.layout().nhosts();
+  const double intraStep = bytes / L;
+  return {b.ring(b.largestHost(), L - 1, intraStep, (L - 1) * intraStep), b.rail(H - 1, bytes, true),
+          b.simple(Phase::Pattern::kHandoff, 1, 0), b.simple(Phase::Pattern::kCopy, 0, bytes / b.nranks())};
+}
+std::vector<Phase> hierAllGatherShape(const ShapeBuilder& b, double bytes) {
+  const int L = b.layout().maxPerHost(), H = b.layout().nhosts();
+  return {b.simple(Phase::Pattern::kHandoff, 1, 0), b.simple(Phase::Pattern::kCopy, 0, bytes / b.nranks()),
+          b.rail(H - 1, bytes, false), b.ring(b.largestHost(), L - 1, bytes / L, 0)};
+}
+
+const AlgorithmRecord kRecords[] = {
+    {.kind = CollKind::kAllReduce,
+     .name = "hier",
+     .generate = hierAllReduce,
+     .costShape = hierAllReduceShape,
+     .applies = appliesAcrossHosts,
+     .requirement = kAcrossHostsRequirement,
+     .description = "ring reduce-scatter in each host, a ring per rail between hosts, ring all-gather in each host, "
+                    "pipelined in pieces so the three overlap"},
+    {.kind = CollKind::kReduceScatter,
+     .name = "hier",
+     .generate = hierReduceScatter,
+     .costShape = hierReduceScatterShape,
+     .applies = appliesAcrossHosts,
+     .requirement = kAcrossHostsRequirement,
+     .description = "ring reduce-scatter in each host, then a ring per rail between hosts; blocks handed to owners"},
+    {.kind = CollKind::kAllGather,
+     .name = "hier",
+     .generate = hierAllGather,
+     .costShape = hierAllGatherShape,
+     .applies = appliesAcrossHosts,
+     .requirement = kAcrossHostsRequirement,
+     .description = "blocks taken from owners, a ring per rail between hosts, then a ring all-gather in each host"},
+};
+
+}  // namespace
+
+std::span<const AlgorithmRecord> hierAlgorithms() { return kRecords; }
 
 }  // namespace strata

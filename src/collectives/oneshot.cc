@@ -23,8 +23,6 @@ void reduceChunkInRankOrder(std::vector<Op>& lane, int n, int r, Region acc, Reg
   }
 }
 
-}  // namespace
-
 Plan oneshotAllReduce(const CollArgs& args) {
   const int n = args.nranks, r = args.rank;
   const size_t chunk = args.chunkElems;
@@ -66,5 +64,24 @@ Plan oneshotAllReduce(const CollArgs& args) {
   }
   return plan;
 }
+
+// One round: every rank sends all S bytes to each of the n-1 others and reduces the n-1 inputs it gets.
+std::vector<Phase> oneshotAllReduceShape(const ShapeBuilder& b, double bytes) {
+  return {b.direct(1, bytes, (b.nranks() - 1) * bytes)};
+}
+
+const AlgorithmRecord kRecords[] = {
+    {.kind = CollKind::kAllReduce,
+     .name = "oneshot",
+     .generate = oneshotAllReduce,
+     .costShape = oneshotAllReduceShape,
+     .applies = appliesEverywhere,
+     .description = "every rank sends its whole input to every other and reduces all n in rank order: one round of "
+                    "latency, n-1 times a ring's traffic (small calls)"},
+};
+
+}  // namespace
+
+std::span<const AlgorithmRecord> oneshotAlgorithms() { return kRecords; }
 
 }  // namespace strata

@@ -51,6 +51,8 @@ Plan p2pGroupPlan(int rank, int nranks, std::span<const P2PCall> calls, size_t u
   return plan;
 }
 
+namespace {
+
 Plan p2pSend(const CollArgs& args) {
   const P2PCall call{true, args.peer, args.count};
   return p2pGroupPlan(args.rank, args.nranks, std::span<const P2PCall>(&call, 1), 1);
@@ -60,5 +62,32 @@ Plan p2pRecv(const CollArgs& args) {
   const P2PCall call{false, args.peer, args.count};
   return p2pGroupPlan(args.rank, args.nranks, std::span<const P2PCall>(&call, 1), 1);
 }
+
+// One message of S bytes between two ranks, priced between rank 0 and the first rank of the last host (across hosts
+// whenever there are several).
+std::vector<Phase> p2pShape(const ShapeBuilder& b, double bytes) {
+  const HostLayout& lay = b.layout();
+  const int peer = lay.nhosts() > 1 ? lay.ranksOf(lay.nhosts() - 1).front() : 1;
+  return {b.chain({0, peer}, bytes, false)};
+}
+
+const AlgorithmRecord kRecords[] = {
+    {.kind = CollKind::kSend,
+     .name = "p2p",
+     .generate = p2pSend,
+     .costShape = p2pShape,
+     .applies = appliesEverywhere,
+     .description = "one send to the peer (p2pGroupPlan, the plan of every send/recv group)"},
+    {.kind = CollKind::kRecv,
+     .name = "p2p",
+     .generate = p2pRecv,
+     .costShape = p2pShape,
+     .applies = appliesEverywhere,
+     .description = "one receive from the peer (p2pGroupPlan, the plan of every send/recv group)"},
+};
+
+}  // namespace
+
+std::span<const AlgorithmRecord> p2pAlgorithms() { return kRecords; }
 
 }  // namespace strata

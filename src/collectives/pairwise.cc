@@ -7,6 +7,8 @@ namespace strata {
 using gen::chunkOf;
 using gen::mod;
 
+namespace {
+
 Plan pairwiseAllToAll(const CollArgs& args) {
   const int n = args.nranks, r = args.rank;
   const size_t count = args.count;
@@ -49,5 +51,24 @@ Plan pairwiseAllToAll(const CollArgs& args) {
   }
   return plan;
 }
+
+// One round: every rank sends a block of S/n to each of the n-1 others at once.
+std::vector<Phase> pairwiseAllToAllShape(const ShapeBuilder& b, double bytes) {
+  return {b.direct(1, bytes / b.nranks(), 0)};
+}
+
+const AlgorithmRecord kRecords[] = {
+    {.kind = CollKind::kAllToAll,
+     .name = "pairwise",
+     .generate = pairwiseAllToAll,
+     .costShape = pairwiseAllToAllShape,
+     .applies = appliesEverywhere,
+     .deviceCapable = true,
+     .description = "every block sent straight to its rank, a lane per peer and direction (in place: pairwise swaps)"},
+};
+
+}  // namespace
+
+std::span<const AlgorithmRecord> pairwiseAlgorithms() { return kRecords; }
 
 }  // namespace strata

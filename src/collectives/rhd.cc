@@ -80,8 +80,6 @@ std::vector<Range> rankVBlocks(const RhdPattern& g, size_t count) {
   return vb;
 }
 
-}  // namespace
-
 Plan rhdAllReduce(const CollArgs& args) {
   const RhdPattern g(args.nranks);
   const int r = args.rank, v = g.vrank(r);
@@ -159,5 +157,41 @@ Plan rhdAllGather(const CollArgs& args) {
   }
   return plan;
 }
+
+// log2(p) exchanges each way over the virtual ranks, after (and before) a pair step for n != 2^k.
+std::vector<Phase> rhdAllReduceShape(const ShapeBuilder& b, double bytes) {
+  return {b.rhd(Phase::Pattern::kHalving, bytes, true), b.rhd(Phase::Pattern::kDoubling, bytes, false)};
+}
+std::vector<Phase> rhdReduceScatterShape(const ShapeBuilder& b, double bytes) {
+  return {b.rhd(Phase::Pattern::kHalving, bytes, true), b.simple(Phase::Pattern::kCopy, 0, bytes / b.nranks())};
+}
+std::vector<Phase> rhdAllGatherShape(const ShapeBuilder& b, double bytes) {
+  return {b.rhd(Phase::Pattern::kDoubling, bytes, false)};
+}
+
+const AlgorithmRecord kRecords[] = {
+    {.kind = CollKind::kAllReduce,
+     .name = "rhd",
+     .generate = rhdAllReduce,
+     .costShape = rhdAllReduceShape,
+     .applies = appliesEverywhere,
+     .description = "recursive halving then doubling (Rabenseifner): 2 log2(n) steps, a ring's bytes; any n"},
+    {.kind = CollKind::kReduceScatter,
+     .name = "rhd",
+     .generate = rhdReduceScatter,
+     .costShape = rhdReduceScatterShape,
+     .applies = appliesEverywhere,
+     .description = "recursive halving: log2(n) steps, a ring's bytes; any n"},
+    {.kind = CollKind::kAllGather,
+     .name = "rhd",
+     .generate = rhdAllGather,
+     .costShape = rhdAllGatherShape,
+     .applies = appliesEverywhere,
+     .description = "recursive doubling: log2(n) steps, a ring's bytes; any n"},
+};
+
+}  // namespace
+
+std::span<const AlgorithmRecord> rhdAlgorithms() { return kRecords; }
 
 }  // namespace strata

@@ -11,6 +11,8 @@ namespace strata {
 using gen::chunkOf;
 using gen::mod;
 
+namespace {
+
 Plan ringAllReduce(const CollArgs& args) {
   const int n = args.nranks, r = args.rank;
   const int next = mod(r + 1, n), prev = mod(r - 1, n);
@@ -93,5 +95,52 @@ Plan ringAllGather(const CollArgs& args) {
   }
   return plan;
 }
+
+// The ring's cost: 2(n-1) steps (n-1 for reduce-scatter and all-gather) of one rank block each, every rank
+// reducing n-1 blocks on the way (none for all-gather).
+std::vector<Phase> ringAllReduceShape(const ShapeBuilder& b, double bytes) {
+  const int n = b.nranks();
+  return {b.ring(b.allRanks(), 2 * (n - 1), bytes / n, (n - 1) * (bytes / n))};
+}
+std::vector<Phase> ringReduceScatterShape(const ShapeBuilder& b, double bytes) {
+  const int n = b.nranks();
+  return {b.ring(b.allRanks(), n - 1, bytes / n, (n - 1) * (bytes / n))};
+}
+std::vector<Phase> ringAllGatherShape(const ShapeBuilder& b, double bytes) {
+  const int n = b.nranks();
+  return {b.ring(b.allRanks(), n - 1, bytes / n, 0)};
+}
+
+const AlgorithmRecord kRecords[] = {
+    {.kind = CollKind::kAllReduce,
+     .name = "ring",
+     .generate = ringAllReduce,
+     .costShape = ringAllReduceShape,
+     .applies = appliesEverywhere,
+     .deviceCapable = true,
+     .ncclName = "Ring",
+     .description = "ring reduce-scatter then ring all-gather over every rank, pipelined in chunks: the wire bound, "
+                    "2(n-1) steps of latency"},
+    {.kind = CollKind::kReduceScatter,
+     .name = "ring",
+     .generate = ringReduceScatter,
+     .costShape = ringReduceScatterShape,
+     .applies = appliesEverywhere,
+     .deviceCapable = true,
+     .ncclName = "Ring",
+     .description = "ring over every rank, each block reduced as it travels, pipelined in chunks; n-1 steps"},
+    {.kind = CollKind::kAllGather,
+     .name = "ring",
+     .generate = ringAllGather,
+     .costShape = ringAllGatherShape,
+     .applies = appliesEverywhere,
+     .deviceCapable = true,
+     .ncclName = "Ring",
+     .description = "ring over every rank, each block forwarded as it arrives, pipelined in chunks; n-1 steps"},
+};
+
+}  // namespace
+
+std::span<const AlgorithmRecord> ringAlgorithms() { return kRecords; }
 
 }  // namespace strata

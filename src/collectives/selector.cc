@@ -31,10 +31,9 @@ Prediction Selector::choose(CollKind kind, size_t bytes) const {
     const std::string coll = collName(kind);
     auto forced = forced_.find(coll);
     if (forced != forced_.end()) {
-      const auto names = algorithmsFor(kind);
-      if (std::find(names.begin(), names.end(), forced->second) == names.end()) {
+      if (!findAlgorithm(kind, forced->second)) {
         std::string list;
-        for (auto& n : names) list += (list.empty() ? "" : ", ") + n;
+        for (const std::string& n : algorithmsFor(kind)) list += (list.empty() ? "" : ", ") + n;
         throw InvalidArgument(strprintf("STRATA_ALGO: %s has no algorithm '%s' (available: %s)", coll.c_str(),
                                         forced->second.c_str(), list.c_str()));
       }
@@ -42,7 +41,7 @@ Prediction Selector::choose(CollKind kind, size_t bytes) const {
     }
   }
   // One rank, and the collectives with a single algorithm: nothing to compare.
-  if (tuning_.nranks <= 1 || !modelCompares(kind)) return Prediction{algorithmsFor(kind).front(), 0};
+  if (tuning_.nranks <= 1 || !modelCompares(kind)) return Prediction{defaultAlgorithm(kind).name, 0};
   std::lock_guard<std::mutex> lk(mutex_);
   const auto key = std::make_pair(static_cast<int>(kind), bytes);
   auto it = decisions_.find(key);

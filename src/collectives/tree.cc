@@ -4,6 +4,9 @@
 // shifted by one, which moves them to odd ones), so the two halves load every rank and link about
 // equally. Depth is log2(n): 2 log2(n) hops of latency against a ring's 2(n-1), at full bandwidth for
 // large counts because the chunks pipeline down the tree.
+#include <algorithm>
+#include <cmath>
+
 #include "collectives/generators.h"
 
 namespace strata {
@@ -65,8 +68,6 @@ void down(std::vector<Op>& lane, const TreeNode& node, Region work) {
   for (size_t i = 1; i < ch.size(); ++i) gen::append(lane, gen::sendOp(ch[i], work));
 }
 
-}  // namespace
-
 Plan treeAllReduce(const CollArgs& args) {
   const int n = args.nranks, r = args.rank;
   const std::vector<TreeNode> trees[2] = {tree(n, 0), tree(n, 1)};
@@ -100,5 +101,32 @@ Plan treeAllReduce(const CollArgs& args) {
   }
   return plan;
 }
+
+// 2 ceil(log2(n+1)) hops of the first half chunk, then the busiest rank's streams. The busiest rank, inner in one
+// tree and a leaf in the other, receives and sends 2 S: S/2 from each child and from its parent, S/2 to its parent
+// and to each child, plus a leaf's S/2 each way in the other tree. Four streams of S/2 leave it.
+std::vector<Phase> treeAllReduceShape(const ShapeBuilder& b, double bytes) {
+  Phase ph = b.simple(Phase::Pattern::kTree, 2 * static_cast<int>(std::ceil(std::log2(b.nranks() + 1.0))),
+                      std::min(bytes / 2, static_cast<double>(b.chunkBytes()) / 2));
+  ph.fanout = 4;
+  ph.streamBytes = bytes / 2;
+  ph.reduceBytes = bytes;
+  return {ph};
+}
+
+const AlgorithmRecord kRecords[] = {
+    {.kind = CollKind::kAllReduce,
+     .name = "tree",
+     .generate = treeAllReduce,
+     .costShape = treeAllReduceShape,
+     .applies = appliesEverywhere,
+     .ncclName = "Tree",
+     .description = "double binary tree: each half of the data reduced up one tree and broadcast down it, "
+                    "2 log2(n) hops of latency"},
+};
+
+}  // namespace
+
+std::span<const AlgorithmRecord> treeAlgorithms() { return kRecords; }
 
 }  // namespace strata

@@ -10,6 +10,8 @@ namespace strata {
 using gen::chunkOf;
 using gen::mod;
 
+namespace {
+
 Plan twoshotAllReduce(const CollArgs& args) {
   const int n = args.nranks, r = args.rank;
   const size_t count = args.count, chunk = args.chunkElems;
@@ -34,5 +36,26 @@ Plan twoshotAllReduce(const CollArgs& args) {
   }
   return plan;
 }
+
+// Two rounds of direct exchanges of one rank block each. Both rounds are priced alike, the all-gather's receives as
+// if they reduced too.
+std::vector<Phase> twoshotAllReduceShape(const ShapeBuilder& b, double bytes) {
+  const double seg = bytes / b.nranks();
+  return {b.direct(2, seg, 2 * ((b.nranks() - 1) * seg))};
+}
+
+const AlgorithmRecord kRecords[] = {
+    {.kind = CollKind::kAllReduce,
+     .name = "twoshot",
+     .generate = twoshotAllReduce,
+     .costShape = twoshotAllReduceShape,
+     .applies = appliesEverywhere,
+     .description = "direct reduce-scatter then direct all-gather: two rounds of latency, 2(n-1)/n of the data sent "
+                    "(medium calls inside a host)"},
+};
+
+}  // namespace
+
+std::span<const AlgorithmRecord> twoshotAlgorithms() { return kRecords; }
 
 }  // namespace strata

@@ -39,17 +39,13 @@ constexpr size_t kLocalSteps = 128;
 
 size_t align16(size_t x) { return (x + 15) / 16 * 16; }
 
-// The executor's algorithm per collective: STRATA_ALGO's where it forces one, else ring-like plans, NCCL's choice
-// over NVLink.
+// The executor's algorithm per collective: STRATA_ALGO's where it forces one, else the collective's default
+// (algorithms.h), the ring-like plans NCCL chooses over NVLink, which are device-capable
+// (tests/unit/test_algorithms.cc).
 std::string execAlgorithm(const Config& config, CollKind k) {
   const auto forced = config.algo.find(collName(k));
   if (forced != config.algo.end()) return forced->second;
-  switch (k) {
-    case CollKind::kBroadcast:
-    case CollKind::kReduce: return "chain";
-    case CollKind::kAllToAll: return "pairwise";
-    default: return "ring";
-  }
+  return defaultAlgorithm(k).name;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <string>
 #include <tuple>
 
+#include "collectives/algorithms.h"
 #include "util/error.h"
 
 namespace strata {
@@ -74,15 +75,8 @@ bool channelSplittable(const Plan& plan, const LowerOptions& options) {
 }
 
 bool channelSafe(CollKind kind, const std::string& algorithm) {
-  switch (kind) {
-    case CollKind::kAllReduce:
-    case CollKind::kReduceScatter:
-    case CollKind::kAllGather: return algorithm == "ring";
-    case CollKind::kBroadcast:
-    case CollKind::kReduce: return algorithm == "chain";
-    case CollKind::kAllToAll: return algorithm == "pairwise";
-    default: return false;
-  }
+  const AlgorithmRecord* record = findAlgorithm(kind, algorithm);
+  return record && record->deviceCapable;
 }
 
 int channelsFor(CollKind kind, const std::string& algorithm, int nranks, size_t callBytes, int maxChannels,

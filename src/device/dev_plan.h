@@ -58,8 +58,8 @@ DevPlan lowerPlan(const Plan& plan, const LowerOptions& options = {});
 /// through identical regions (same memory, same count), so both take the same part in every channel.
 bool channelSplittable(const Plan& plan, const LowerOptions& options);
 
-/// The algorithms whose plans are channel-splittable on every rank, in place or not (tests/device_cpu checks each
-/// at n = 1..33): ring all-reduce, reduce-scatter and all-gather, chain broadcast and reduce, pairwise all-to-all.
+/// Whether `algorithm`'s plans are channel-splittable on every rank, in place or not: its record's deviceCapable
+/// (algorithm_record.h; tests/device_cpu checks each such algorithm at n = 1..33). False for an unknown name.
 bool channelSafe(CollKind kind, const std::string& algorithm);
 
 /// The channels of a call, the same on every rank: 1 unless the algorithm is channel-safe; then one per

@@ -3,6 +3,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
+#include "collectives/algorithms.h"
 #include "core/c_api_internal.h"
 #include "util/config.h"
 #include "util/error.h"
@@ -101,26 +103,35 @@ std::string translateIfname(const std::string& v) {
   return items.empty() ? "" : items[0];
 }
 
-// NCCL_ALGO: "Ring", "Tree", "Ring,Tree" (allowed algorithms), "allreduce:tree;allgather:ring" (per collective),
-// "^NVLS" (all but). Strata's STRATA_ALGO forces one algorithm per collective.
+// The NCCL algorithms some Strata algorithm stands for, as a list for messages: "Ring and Tree".
+std::string ncclTwins() {
+  std::vector<std::string> names;
+  for (const AlgorithmRecord* r : allAlgorithms())
+    if (r->ncclName && std::find(names.begin(), names.end(), r->ncclName) == names.end())
+      names.emplace_back(r->ncclName);
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return out;
+}
+
+// NCCL_ALGO: "Ring", "Tree" (allowed algorithms), "allreduce:tree;allgather:ring" (per collective), "^NVLS" (all
+// but). Strata's STRATA_ALGO forces one algorithm per collective: an NCCL name maps to the algorithms whose record
+// gives it as their ncclName (algorithm_record.h).
 std::string translateAlgo(const std::string& v) {
   std::string out;
-  auto add = [&](const std::string& coll, const std::string& algo) {
-    out += (out.empty() ? "" : ",") + coll + ":" + algo;
+  auto add = [&](const AlgorithmRecord& r) {
+    out += (out.empty() ? "" : ",") + std::string(collName(r.kind)) + ":" + r.name;
   };
+  auto twin = [](const AlgorithmRecord& r, const std::string& nccl) { return r.ncclName && lower(r.ncclName) == nccl; };
   auto forAll = [&](const std::string& algo) {
     const std::string a = lower(algo);
-    if (a == "ring") {
-      add("allreduce", "ring");
-      add("reducescatter", "ring");
-      add("allgather", "ring");
-      return true;
-    }
-    if (a == "tree") {
-      add("allreduce", "tree");
-      return true;
-    }
-    return false;
+    bool any = false;
+    for (const AlgorithmRecord* r : allAlgorithms())
+      if (twin(*r, a)) {
+        add(*r);
+        any = true;
+      }
+    return any;
   };
   if (!v.empty() && v[0] == '^') {
     warn("NCCL_ALGO=" + v +
@@ -131,7 +142,7 @@ std::string translateAlgo(const std::string& v) {
   if (v.find(':') == std::string::npos) {
     const auto items = splitList(v, ",");
     if (items.size() == 1 && forAll(items[0])) return out;
-    warn("NCCL_ALGO=" + v + ": only Ring and Tree have Strata twins, and only alone. Ignored");
+    warn("NCCL_ALGO=" + v + ": only " + ncclTwins() + " have Strata twins, and only alone. Ignored");
     return "";
   }
   for (const auto& item : splitList(v, ";")) {
@@ -140,9 +151,11 @@ std::string translateAlgo(const std::string& v) {
     const std::string coll = lower(item.substr(0, colon));
     const auto algos = splitList(item.substr(colon + 1), ",");
     const std::string algo = algos.empty() ? "" : lower(algos[0]);
-    if ((algo == "ring" && (coll == "allreduce" || coll == "reducescatter" || coll == "allgather")) ||
-        (algo == "tree" && coll == "allreduce")) {
-      add(coll, algo);
+    const AlgorithmRecord* found = nullptr;
+    for (const AlgorithmRecord* r : allAlgorithms())
+      if (coll == collName(r->kind) && twin(*r, algo)) found = r;
+    if (found) {
+      add(*found);
     } else {
       warn("NCCL_ALGO: '" + item + "' has no Strata twin; that part is ignored");
     }

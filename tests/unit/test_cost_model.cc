@@ -1,9 +1,9 @@
-// The cost model against the plans it prices: for every algorithm of all-reduce, reduce-scatter and all-gather
-// at n = 1..33, flat and over the host layouts of test_plans.cc, the real plans of all ranks are built with
-// makePlan and run symbolically, and the counts the model's time formula uses (shapeCounts) must equal the
-// counts the plans show. A generator that changes its shape, or a model phase that changes its counts, fails
-// here until the other follows. Where the model deliberately prices something simpler than the plan, the
-// expectation below says so, case by case, and pins the plan's exact value too.
+// The cost model against the plans it prices: for every algorithm of every collective at n = 1..33, flat and over the
+// host layouts of test_plans.cc, the real plans of all ranks are built with makePlan and run symbolically, and the
+// counts the model's time formula uses (shapeCounts) must equal the counts the plans show. A generator that changes its
+// shape, or a model phase that changes its counts, fails here until the other follows. Where the model deliberately
+// prices something simpler than the plan, the expectation below says so, case by case, and pins the plan's exact value
+// too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -48,7 +48,7 @@ bool reduces(OpKind k) {
 // puts each send before the receive it matches (and each op after the op of another lane it depends on), and returns
 // the critical path: the largest provenance of any element of any receive buffer. Data dependencies only: ops that
 // merely share a lane do not lengthen it.
-Provenance criticalPath(const std::vector<Plan>& plans) {
+Provenance criticalPath(const std::vector<Plan>& plans, int resultBuf = kBufRecv) {
   const size_t n = plans.size();
   struct Ref {
     size_t rank;
@@ -146,7 +146,7 @@ Provenance criticalPath(const std::vector<Plan>& plans) {
   EXPECT_EQ(done, ops.size()) << "the plans wait on each other in a cycle";
   Provenance worst;
   for (size_t r = 0; r < n; ++r)
-    for (const Provenance& p : mem[r][kBufRecv]) worst = later(worst, p);
+    for (const Provenance& p : mem[r][static_cast<size_t>(resultBuf)]) worst = later(worst, p);
   return worst;
 }
 
@@ -171,13 +171,41 @@ struct PlanCounts {
   std::vector<Plan> plans;  // in one chunk
 };
 
+// The peer of rank 0 in the send/recv the model prices: the first rank of the last host (rank 1 on one host).
+int p2pPeer(const HostLayout& layout) { return layout.nhosts() > 1 ? layout.ranksOf(layout.nhosts() - 1).front() : 1; }
+
+// The plans of every rank; for a send or a receive, the pair the model prices: rank 0 sends to p2pPeer, which
+// receives (the other ranks have nothing to do).
+std::vector<Plan> plansFor(CollKind kind, const std::string& algorithm, int n, size_t count, size_t chunkElems,
+                           const std::vector<int>& hostOf) {
+  if (kind != CollKind::kSend && kind != CollKind::kRecv)
+    return test::plansOf(kind, algorithm, n, count, chunkElems, hostOf);
+  const int peer = p2pPeer(HostLayout(n, hostOf, "test"));
+  std::vector<Plan> plans;
+  for (int r = 0; r < n; ++r) {
+    CollArgs args;
+    args.kind = r == 0 ? CollKind::kSend : CollKind::kRecv;
+    args.nranks = n;
+    args.rank = r;
+    args.count = count;
+    args.chunkElems = chunkElems;
+    args.peer = r == 0 ? peer : 0;
+    Plan plan;
+    plan.rank = r;
+    plan.nranks = n;
+    plans.push_back(r == 0 || r == peer ? makePlan(args, algorithm) : plan);
+  }
+  return plans;
+}
+
 PlanCounts countPlans(CollKind kind, const std::string& algorithm, int n, size_t count, size_t chunkElems,
                       const std::vector<int>& hostOf) {
   PlanCounts c;
   const HostLayout layout(n, hostOf, "test");
-  c.plans = test::plansOf(kind, algorithm, n, count, size_t{1} << 40, hostOf);
-  const std::vector<Plan> chunked = test::plansOf(kind, algorithm, n, count, chunkElems, hostOf);
-  const Provenance path = criticalPath(c.plans);
+  c.plans = plansFor(kind, algorithm, n, count, size_t{1} << 40, hostOf);
+  const std::vector<Plan> chunked = plansFor(kind, algorithm, n, count, chunkElems, hostOf);
+  // A barrier's result is the token in its scratch element.
+  const Provenance path = criticalPath(c.plans, kind == CollKind::kBarrier ? kBufScratch : kBufRecv);
   c.steps = path.hops;
   c.pathBytes = path.bytes;
   if (algorithm == "tree") c.chunkedPathBytes = criticalPath(chunked).bytes;
@@ -331,6 +359,9 @@ void expectAgreement(CollKind kind, const std::string& algorithm, int n, const H
     } else {
       EXPECT_TRUE(c.sentBytes == m.sentBytes || c.sentBytes == 1.25 * m.sentBytes) << c.sentBytes / S << " S";
     }
+  } else if (kind == CollKind::kSend || kind == CollKind::kRecv) {
+    // The model counts the message in chunks; the plan sends it as one op (the executor cuts it in pieces).
+    e.messages = 1;
   } else if (algorithm == "hier" && layout.minPerHost() == layout.maxPerHost() && kind != CollKind::kAllReduce) {
     // Equal hosts put every rank on a rail, so the hand-off is a local copy, not a step. A step of the
     // intra-host ring moves one rank block of S/n per host (a block is a list of ranges, cut one by one), so
@@ -352,15 +383,28 @@ void expectAgreement(CollKind kind, const std::string& algorithm, int n, const H
   expectCount("bytes leaving the busiest host", c.hostOutBytes, e.hostOutBytes);
 }
 
-// Every algorithm the model compares, n = 1..33, flat and over the host layouts.
+// The elements of a call whose full buffer is S bytes of one-byte elements: per rank for the collectives that take
+// a count per rank, none for a barrier.
+size_t countOf(CollKind kind, size_t S, int n) {
+  switch (kind) {
+    case CollKind::kReduceScatter:
+    case CollKind::kAllGather:
+    case CollKind::kAllToAll: return S / static_cast<size_t>(n);
+    case CollKind::kBarrier: return 0;
+    default: return S;
+  }
+}
+
+// Every algorithm of every collective, n = 1..33, flat and over the host layouts.
 TEST(CostModel, CountsAgreeWithThePlans) {
   for (int n = 1; n <= 33; ++n) {
     for (const std::vector<int>& hostOf : hostLayouts(n)) {
       const HostLayout layout(n, hostOf, "test");
-      for (CollKind kind : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather}) {
+      for (int k = 0; k < kNumCollKinds; ++k) {
+        const CollKind kind = static_cast<CollKind>(k);
         for (const std::string& algorithm : algorithmsFor(kind)) {
           const size_t S = callBytes(n, layout, algorithm);
-          const size_t count = kind == CollKind::kAllReduce ? S : S / static_cast<size_t>(n);
+          const size_t count = countOf(kind, S, n);
           const size_t chunk = 2 * (S / (6 * static_cast<size_t>(n))) + 2;  // a few per block, even (trees halve it)
           TuningInputs in;
           in.nranks = n;

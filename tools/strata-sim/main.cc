@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "collectives/algorithms.h"
+#include "collectives/host_layout.h"
 #include "collectives/sim.h"
 #include "svg_plot.h"
 #include "topology/json.h"
@@ -239,7 +240,14 @@ int run(int argc, char** argv) {
   if (cluster.maxHosts > 0 && hosts > cluster.maxHosts)
     throw InvalidArgument(strprintf("--hosts %d: cluster '%s' takes at most %d hosts (maxHosts)", hosts,
                                     cluster.name.c_str(), cluster.maxHosts));
-  if (o.algo == "hier" && hosts < 2) throw InvalidArgument("--algo hier needs --hosts 2 or more");
+  if (o.algo != "auto" && o.algo != "all") {
+    // The algorithm's name and where it applies, before anything is simulated.
+    const AlgorithmRecord& algorithm = algorithmOf(o.kind, o.algo);
+    std::vector<int> hostOf;
+    for (int h = 0; h < hosts; ++h) hostOf.insert(hostOf.end(), static_cast<size_t>(L), h);
+    if (!algorithm.applies(HostLayout(n, hostOf, "strata-sim"), 0))
+      throw InvalidArgument(strprintf("--algo %s needs %s (--hosts %d)", algorithm.name, algorithm.requirement, hosts));
+  }
 
   SimCall call;
   call.kind = o.kind;

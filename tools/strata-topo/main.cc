@@ -1,7 +1,7 @@
 // strata-topo: shows the topology Strata works from. Alone, this host's discovery (one rank); with --file
 // (or STRATA_TOPO_FILE), a topology file, optionally with --ranks N placed on its hosts; with --all under a
 // launcher, the whole job's topology exactly as a communicator builds it. Text by default, --json for the
-// file format that STRATA_TOPO_FILE reads back.
+// file format that STRATA_TOPO_FILE reads back. --algorithms lists the algorithm table.
 #include <getopt.h>
 
 #include <algorithm>
@@ -12,11 +12,13 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/algorithms.h"
 #include "collectives/cost_model.h"
 #include "topology/host.h"
 #include "topology/topology.h"
 #include "util/config.h"
 #include "util/error.h"
+#include "util/json_escape.h"
 
 namespace strata {
 namespace {
@@ -28,7 +30,8 @@ struct Options {
   bool json = false;
   bool all = false;
   bool choices = false;
-  bool device = false;  // the device executor's prediction (--device)
+  bool algorithms = false;  // the algorithm table (--algorithms)
+  bool device = false;      // the device executor's prediction (--device)
   bool channelsGiven = false;
   DeviceFigures figures;
   std::string file;
@@ -38,6 +41,7 @@ struct Options {
 void printUsage(FILE* out) {
   std::fprintf(out,
                "usage: strata-topo [--json] [--file FILE] [--ranks N] [--all] [--choices]\n"
+               "       strata-topo --algorithms [--json]\n"
                "\n"
                "Prints the topology Strata uses to choose algorithms: hosts, NUMA domains, NICs, GPUs, link\n"
                "figures, and where each rank runs.\n"
@@ -56,6 +60,9 @@ void printUsage(FILE* out) {
                "  --lane-gbps X what one channel (thread block) moves, GB/s (default 11.6: NCCL's ~370 GB/s ring\n"
                "                peak on H100 over its 32 channels)\n"
                "  --memory-gbps X  the GPU's memory bandwidth, GB/s (default 4800, H200)\n"
+               "  --algorithms  print every algorithm of every collective (the table the selector chooses from):\n"
+               "                its default, whether the device executor runs it in channels, NCCL_ALGO's name\n"
+               "                for it, where it applies, what it does; with --json as a JSON array\n"
                "  -h, --help    this text\n"
                "\n"
                "Example: strata-topo --file tests/data/topo/dgx_2x8gpu_4nic.json --ranks 16\n");
@@ -80,6 +87,7 @@ Options parseOptions(int argc, char** argv) {
                                  {"ranks", required_argument, nullptr, 'n'},
                                  {"all", no_argument, nullptr, 'a'},
                                  {"choices", no_argument, nullptr, 'c'},
+                                 {"algorithms", no_argument, nullptr, 'A'},
                                  {"device", no_argument, nullptr, 'd'},
                                  {"channels", required_argument, nullptr, 'C'},
                                  {"lane-gbps", required_argument, nullptr, 'L'},
@@ -94,6 +102,7 @@ Options parseOptions(int argc, char** argv) {
       case 'j': o.json = true; break;
       case 'a': o.all = true; break;
       case 'c': o.choices = true; break;
+      case 'A': o.algorithms = true; break;
       case 'd': o.device = true; break;
       case 'C':
         o.figures.channels = static_cast<int>(number("--channels", optarg, 1, 32));
@@ -116,6 +125,8 @@ Options parseOptions(int argc, char** argv) {
     }
   }
   if (optind < argc) usageError(std::string("unexpected argument ") + argv[optind]);
+  if (o.algorithms && (o.all || o.ranks || o.choices || o.device || !o.file.empty()))
+    usageError("--algorithms takes no topology: it lists the table (with --json at most)");
   if (o.all && o.ranks) usageError("--ranks cannot be combined with --all: the launcher decides the ranks");
   return o;
 }
@@ -151,20 +162,49 @@ void printDevicePrediction(const Topology& t, DeviceFigures f) {
   const TuningInputs in = deviceTuningInputs(t, f);
   const int n = in.nranks;
   std::printf(
-      "\ndevice executor, predicted (%d ranks, %d hosts; ring; intra-host link %.1f us %.0f GB/s per direction; "
+      "\ndevice executor, predicted (%d ranks, %d hosts; %s; intra-host link %.1f us %.0f GB/s per direction; "
       "%d channels x %.1f GB/s each; reduction %.0f GB/s, fused with the transfer; chunk %zu KiB):\n",
-      n, t.nhosts(), in.intra.latencyUs, in.intra.bandwidthGBps, f.channels, f.laneGBps, in.reduceGBps,
-      f.chunkBytes >> 10);
+      n, t.nhosts(), defaultAlgorithm(CollKind::kAllReduce).name, in.intra.latencyUs, in.intra.bandwidthGBps,
+      f.channels, f.laneGBps, in.reduceGBps, f.chunkBytes >> 10);
   std::printf("%-14s %12s %12s %10s %10s\n", "collective", "size (B)", "time (us)", "algbw", "busbw");
   for (CollKind kind : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather}) {
     const double factor = kind == CollKind::kAllReduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
     for (size_t bytes = size_t{1} << 20; bytes <= (size_t{1} << 30); bytes *= 4) {
       double us = 0;
+      // The device executor runs the collective's default algorithm (STRATA_ALGO aside).
       for (const Prediction& p : predictAll(kind, bytes, in))
-        if (p.algorithm == "ring") us = p.us;
+        if (p.algorithm == defaultAlgorithm(kind).name) us = p.us;
       const double algbw = us > 0 ? static_cast<double>(bytes) / (us * 1e3) : 0;
       std::printf("%-14s %12zu %12.1f %10.2f %10.2f\n", collName(kind), bytes, us, algbw, algbw * factor);
     }
+  }
+}
+
+// The algorithm table, as the selector, the simulator, the device executor and NCCL_ALGO see it.
+void printAlgorithms(bool json) {
+  const std::vector<const AlgorithmRecord*> all = allAlgorithms();
+  if (json) {
+    std::string out = "[\n";
+    for (size_t i = 0; i < all.size(); ++i) {
+      const AlgorithmRecord& r = *all[i];
+      out += "  {\"collective\": " + jsonString(collName(r.kind)) + ", \"algorithm\": " + jsonString(r.name) +
+             ", \"default\": " + (&defaultAlgorithm(r.kind) == &r ? "true" : "false") +
+             ", \"device\": " + (r.deviceCapable ? "true" : "false") +
+             ", \"nccl\": " + (r.ncclName ? jsonString(r.ncclName) : "null") +
+             ", \"requires\": " + jsonString(r.requirement) + ", \"description\": " + jsonString(r.description) +
+             (i + 1 < all.size() ? "},\n" : "}\n");
+    }
+    out += "]\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return;
+  }
+  std::printf("%-14s %-14s %-8s %-7s %-5s %-27s %s\n", "collective", "algorithm", "default", "device", "nccl",
+              "requires", "description");
+  for (const AlgorithmRecord* record : all) {
+    const AlgorithmRecord& r = *record;
+    std::printf("%-14s %-14s %-8s %-7s %-5s %-27s %s\n", collName(r.kind), r.name,
+                &defaultAlgorithm(r.kind) == &r ? "yes" : "", r.deviceCapable ? "yes" : "",
+                r.ncclName ? r.ncclName : "", *r.requirement ? r.requirement : "any layout", r.description);
   }
 }
 
@@ -187,6 +227,10 @@ int runAll(const Options& o, Config config) {
 }
 
 int run(const Options& o) {
+  if (o.algorithms) {
+    printAlgorithms(o.json);
+    return 0;
+  }
   const Config config = Config::fromEnv();
   if (o.all) return runAll(o, config);
   const std::string file = o.file.empty() ? config.topoFile : o.file;
