@@ -333,15 +333,7 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
       execPlans_.erase(execPlans_.begin());
     }
     auto fresh = std::make_unique<ExecPlanEntry>();
-    CollArgs args;
-    args.kind = c.kind;
-    args.nranks = n;
-    args.rank = me;
-    args.count = c.count;
-    args.root = c.root;
-    args.inPlace = inPlace;
-    args.chunkElems = chunk;
-    fresh->plan = makePlan(args, algo);
+    fresh->plan = makePlan(makeCollArgs(c.kind, n, me, c.count, chunk, c.root, c.peer, inPlace), algo);
     LowerOptions lo;
     lo.channels = channels;
     lo.inPlace = inPlace;
