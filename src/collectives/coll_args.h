@@ -41,6 +41,12 @@ struct CollArgs {
   std::vector<int> hostOf;
 };
 
+/// One rank's arguments for a call: collective `kind` of `count` elements (counted as CollArgs says) on rank `rank` of
+/// `nranks`, in chunks of at most chunkElems; root, peer and in place as the call has them. hostOf stays empty (one
+/// host): a caller with several hosts sets it.
+CollArgs makeCollArgs(CollKind kind, int nranks, int rank, size_t count, size_t chunkElems, int root = 0, int peer = -1,
+                      bool inPlace = false);
+
 /// Element counts of the n near-equal segments a ring cuts `count` into (the first count % n get one
 /// more), and the offset of segment i.
 size_t segmentCount(size_t count, int n, int i);

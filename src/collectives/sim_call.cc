@@ -27,12 +27,9 @@ size_t countOf(const SimCall& call, int n) {
 }
 
 CollArgs argsFor(const SimCluster& c, const SimCall& call, int n, int rank, const std::vector<int>& hostOf) {
-  CollArgs a;
-  a.kind = call.kind;
-  a.nranks = n;
-  a.rank = rank;
-  a.count = countOf(call, n);
-  a.chunkElems = std::max<size_t>(1, c.chunkBytes() * static_cast<size_t>(std::max(1, call.coarsen)) / call.elemSize);
+  CollArgs a = makeCollArgs(
+      call.kind, n, rank, countOf(call, n),
+      std::max<size_t>(1, c.chunkBytes() * static_cast<size_t>(std::max(1, call.coarsen)) / call.elemSize));
   a.hostOf = hostOf;
   return a;
 }

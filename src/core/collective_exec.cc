@@ -62,14 +62,7 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
   // NCCL's Avg and PreMulSum: a kernel plus pre-scaling or post-division.
   const EffectiveOp eff = isReducing(call.kind) ? ops_.effective(call.op, call.dtype, nranks_) : EffectiveOp{};
 
-  CollArgs args;
-  args.kind = call.kind;
-  args.nranks = nranks_;
-  args.rank = rank_;
-  args.count = call.count;
-  args.root = call.root;
-  args.peer = call.peer;
-  args.chunkElems = chunkElems(call.dtype);
+  CollArgs args = makeCollArgs(call.kind, nranks_, rank_, call.count, chunkElems(call.dtype), call.root, call.peer);
 
   std::array<void*, kBuffersPerColl> buffers{};
   buffers[kBufSend] = const_cast<void*>(call.sendbuff);

@@ -8,6 +8,7 @@
 
 #include "core/device_engine.h"
 #include "core/device_engine_detail.h"
+#include "core/device_ipc.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -74,44 +75,33 @@ void DeviceEngine::setupDirect(int device) {
   mine.pid = getpid();
   std::vector<Info> all(static_cast<size_t>(n));
   host_.allGather(&mine, all.data(), sizeof(Info));
-  peerBase_.assign(static_cast<size_t>(n), nullptr);
   for (int r = 0; r < n && why.empty(); ++r)
     if (all[static_cast<size_t>(r)].ok != 1)
       why = strprintf("rank %d could not export its CUDA IPC buffer (its log says why)", r);
   if (why.empty()) {
-    peerBase_[static_cast<size_t>(me)] = static_cast<char*>(ipcBase_);
-    for (int r = 0; r < n && why.empty(); ++r) {
-      if (r == me) continue;
+    // CUDA IPC cannot open a buffer of its own process (ranks as threads), and processes in separate containers
+    // need a shared IPC namespace: say which case this is.
+    auto whyNotOpened = [&](int r, int e) {
       const Info& peer = all[static_cast<size_t>(r)];
-      void* p = nullptr;
-      const int e = api_.ipcOpenMemHandle(&p, peer.handle);
-      if (e != 0) {
-        // CUDA IPC cannot open a buffer of its own process (ranks as threads), and processes in separate
-        // containers need a shared IPC namespace: say which case this is.
-        const std::string where =
-            peer.pid == mine.pid
-                ? strprintf(
-                      "rank %d is in this process (pid %lld), and CUDA IPC cannot open a buffer exported by "
-                      "the same process",
-                      r, static_cast<long long>(peer.pid))
-                : strprintf(
-                      "rank %d: device %d, pid %lld; this rank: device %d, pid %lld; ranks in separate "
-                      "containers need a shared IPC namespace (docker --ipc=host)",
-                      r, peer.device, static_cast<long long>(peer.pid), device, static_cast<long long>(mine.pid));
-        why = strprintf("cudaIpcOpenMemHandle of rank %d's buffer failed: %s (CUDA error %d); %s", r,
-                        api_.errorString(e), e, where.c_str());
-        break;
-      }
-      peerBase_[static_cast<size_t>(r)] = static_cast<char*>(p);
-    }
+      const std::string where =
+          peer.pid == mine.pid
+              ? strprintf(
+                    "rank %d is in this process (pid %lld), and CUDA IPC cannot open a buffer exported by the same "
+                    "process",
+                    r, static_cast<long long>(peer.pid))
+              : strprintf(
+                    "rank %d: device %d, pid %lld; this rank: device %d, pid %lld; ranks in separate containers "
+                    "need a shared IPC namespace (docker --ipc=host)",
+                    r, peer.device, static_cast<long long>(peer.pid), device, static_cast<long long>(mine.pid));
+      return strprintf("cudaIpcOpenMemHandle of rank %d's buffer failed: %s (CUDA error %d); %s", r,
+                       api_.errorString(e), e, where.c_str());
+    };
+    why = mapPeerBuffers(
+        api_, n, me, ipcBase_, [&](int r) -> const void* { return all[static_cast<size_t>(r)].handle; }, whyNotOpened,
+        &peerBase_);
   }
   // Every rank must take the same path: agree on success.
-  int32_t mineOk = why.empty() ? 1 : 0;
-  std::vector<int32_t> oks(static_cast<size_t>(n));
-  host_.allGather(&mineOk, oks.data(), sizeof(int32_t));
-  for (int r = 0; r < n && why.empty(); ++r)
-    if (oks[static_cast<size_t>(r)] != 1)
-      why = strprintf("rank %d could not open its peers' CUDA IPC buffers (its log says why)", r);
+  why = agreeOnSuccess(host_, std::move(why), "open its peers' CUDA IPC buffers (its log says why)");
   if (why.empty()) {
     directState_ = DirectState::kOn;
     directDevice_ = device;
@@ -128,8 +118,7 @@ void DeviceEngine::setupDirect(int device) {
               "rank %d: CUDA IPC direct path off (%s); device all-reduces on this communicator are staged through "
               "host memory, which is much slower",
               me, directOffReason_.c_str());
-  for (int r = 0; r < n; ++r)
-    if (r != me && peerBase_[static_cast<size_t>(r)]) api_.ipcCloseMemHandle(peerBase_[static_cast<size_t>(r)]);
+  unmapPeerBuffers(api_, peerBase_, me);
   peerBase_.clear();
   if (ipcBase_) api_.deviceFree(ipcBase_);
   ipcBase_ = nullptr;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/device_engine_detail.h"
+#include "core/device_ipc.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -143,18 +144,9 @@ DeviceEngine::~DeviceEngine() {
   if (hierStream_) api_.streamDestroy(hierStream_);
   for (void* ev : {hierLocalDone_, hierCrossDone_[0], hierCrossDone_[1]})
     if (ev) api_.eventDestroy(ev);
-  for (size_t r = 0; r < peerBase_.size(); ++r)
-    if (static_cast<int>(r) != host_.rank() && peerBase_[r]) api_.ipcCloseMemHandle(peerBase_[r]);
-  if (ipcBase_) {
-    if (quiesced_ || directState_ != DirectState::kOn) {
-      api_.deviceFree(ipcBase_);
-    } else {
-      STRATA_WARN(kLogColl,
-                  "rank %d: CUDA IPC buffer left allocated: peers may still read it (communicator aborted "
-                  "or a peer failed before destroy)",
-                  host_.rank());
-    }
-  }
+  unmapPeerBuffers(api_, peerBase_, host_.rank());
+  freeExportedBuffer(api_, ipcBase_, quiesced_ || directState_ != DirectState::kOn, host_.rank(), "CUDA IPC buffer",
+                     "read it");
   if (chainEvent_) api_.eventDestroy(chainEvent_);
 }
 

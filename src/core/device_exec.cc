@@ -17,6 +17,7 @@
 #include "collectives/algorithms.h"
 #include "core/device_engine.h"
 #include "core/device_engine_detail.h"
+#include "core/device_ipc.h"
 #include "util/config.h"
 #include "util/dtype.h"
 #include "util/error.h"
@@ -125,7 +126,6 @@ void DeviceEngine::setupExec(int device) {
   mine.channels = static_cast<uint32_t>(execChannels_);
   std::vector<Info> all(static_cast<size_t>(n));
   host_.allGather(&mine, all.data(), sizeof(Info));
-  execPeerMem_.assign(static_cast<size_t>(n), nullptr);
   for (int r = 0; r < n && why.empty(); ++r) {
     const Info& p = all[static_cast<size_t>(r)];
     if (p.ok != 1) why = strprintf("rank %d could not set up its device executor FIFOs (its log says why)", r);
@@ -134,24 +134,15 @@ void DeviceEngine::setupExec(int device) {
       why = strprintf("rank %d's FIFO settings differ from rank %d's (a build of other sources?)", r, me);
   }
   if (why.empty()) {
-    execPeerMem_[static_cast<size_t>(me)] = static_cast<char*>(execMem_);
-    for (int r = 0; r < n && why.empty(); ++r) {
-      if (r == me) continue;
-      void* p = nullptr;
-      const int oe = api_.ipcOpenMemHandle(&p, all[static_cast<size_t>(r)].handle);
-      if (oe != 0) {
-        why = strprintf("cudaIpcOpenMemHandle of rank %d's executor FIFOs failed: %s (CUDA error %d)", r,
-                        api_.errorString(oe), oe);
-        break;
-      }
-      execPeerMem_[static_cast<size_t>(r)] = static_cast<char*>(p);
-    }
+    auto whyNotOpened = [&](int r, int e) {
+      return strprintf("cudaIpcOpenMemHandle of rank %d's executor FIFOs failed: %s (CUDA error %d)", r,
+                       api_.errorString(e), e);
+    };
+    why = mapPeerBuffers(
+        api_, n, me, execMem_, [&](int r) -> const void* { return all[static_cast<size_t>(r)].handle; }, whyNotOpened,
+        &execPeerMem_);
   }
-  int32_t mineOk = why.empty() ? 1 : 0;
-  std::vector<int32_t> oks(static_cast<size_t>(n));
-  host_.allGather(&mineOk, oks.data(), sizeof(int32_t));
-  for (int r = 0; r < n && why.empty(); ++r)
-    if (oks[static_cast<size_t>(r)] != 1) why = strprintf("rank %d could not map its peers' executor FIFOs", r);
+  why = agreeOnSuccess(host_, std::move(why), "map its peers' executor FIFOs");
   if (why.empty()) {
     execState_ = ExecState::kOn;
     host_.failure().watch(static_cast<uint32_t*>(execCtlHost_));
@@ -166,8 +157,7 @@ void DeviceEngine::setupExec(int device) {
               "rank %d: device executor off (%s); device collectives on this communicator take the direct and "
               "staged paths",
               me, why.c_str());
-  for (int r = 0; r < n; ++r)
-    if (r != me && execPeerMem_[static_cast<size_t>(r)]) api_.ipcCloseMemHandle(execPeerMem_[static_cast<size_t>(r)]);
+  unmapPeerBuffers(api_, execPeerMem_, me);
   execPeerMem_.clear();
 }
 
@@ -339,15 +329,7 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
       execPlans_.erase(execPlans_.begin());
     }
     auto fresh = std::make_unique<ExecPlanEntry>();
-    CollArgs args;
-    args.kind = c.kind;
-    args.nranks = n;
-    args.rank = me;
-    args.count = c.count;
-    args.root = c.root;
-    args.inPlace = inPlace;
-    args.chunkElems = chunk;
-    fresh->plan = makePlan(args, algo);
+    fresh->plan = makePlan(makeCollArgs(c.kind, n, me, c.count, chunk, c.root, c.peer, inPlace), algo);
     LowerOptions lo;
     lo.channels = channels;
     lo.inPlace = inPlace;
@@ -516,8 +498,7 @@ void DeviceEngine::enqueueExecP2P(std::span<const CollCall> calls, const DevPlan
 void DeviceEngine::freeExec(bool idle) {
   if (execCtlHost_) host_.failure().unwatch(static_cast<uint32_t*>(execCtlHost_));
   const int me = host_.rank();
-  for (size_t r = 0; r < execPeerMem_.size(); ++r)
-    if (static_cast<int>(r) != me && execPeerMem_[r]) api_.ipcCloseMemHandle(execPeerMem_[r]);
+  unmapPeerBuffers(api_, execPeerMem_, me);
   if (!idle) {
     // A kernel may still run: leak what it may touch (the slots, the FIFOs, the scratch and input copies), as the
     // other paths do.
@@ -543,16 +524,8 @@ void DeviceEngine::freeExec(bool idle) {
   if (hierScratch_) api_.deviceFree(hierScratch_);
   if (execLocal_) api_.deviceFree(execLocal_);
   if (execCtlHost_) api_.hostFree(execCtlHost_);
-  if (execMem_) {
-    if (quiesced_ || execState_ != ExecState::kOn) {
-      api_.deviceFree(execMem_);
-    } else {
-      STRATA_WARN(kLogColl,
-                  "rank %d: device executor FIFOs left allocated: peers may still write them (communicator "
-                  "aborted or a peer failed before destroy)",
-                  me);
-    }
-  }
+  freeExportedBuffer(api_, execMem_, quiesced_ || execState_ != ExecState::kOn, me, "device executor FIFOs",
+                     "write them");
 }
 
 }  // namespace strata
