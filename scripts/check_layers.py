@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
-"""Holds the tree to the layers of DESIGN.md ("Layers"): fails on an #include across a forbidden arrow, and on
-a circle of files (a module, foo.h with foo.cc, that reaches itself through includes) anywhere in src/.
+"""Holds the tree to the rules of DESIGN.md ("Layers"): fails on an #include across a forbidden arrow; on a
+circle of files (a module, foo.h with foo.cc, that reaches itself through includes) anywhere in src/; on a source
+file of more than 600 lines under src/, tools/, bindings/, trainer/ or perf/ (tests excepted); and on a public
+declaration of include/strata/ without a /// comment of its own (scripts/check_public_docs.py).
 
 usage: scripts/check_layers.py [--root DIR]   (DIR: the repository root; default: this script's parent's parent)
-Prints one line per violation, naming the file, the line, the include and the rule, and exits 1; exits 0 when
-the tree is clean. Run by `make test` (ctest layer_check).
+Prints one line per violation, naming the file, the line (the include, the line count or the declaration) and
+the rule, and exits 1; exits 0 when the tree is clean. Run by `make test` (ctest layer_check).
 """
 import argparse
 import os
 import re
 import sys
+
+# The public-API documentation rule lives in its own script of this folder; importing it writes no bytecode into
+# the source tree.
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_public_docs  # noqa: E402
 
 # Quoted includes only: <...> are system and third-party headers. "strata/..." is the public API (include/),
 # open to everyone. A bare name ("report.h") is a file of the including file's own folder.
@@ -53,13 +61,24 @@ EXCEPTIONS = {
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCE_EXT = (".h", ".hpp", ".cc", ".cpp", ".c", ".cu", ".cuh")
 
+# One idea per file: a source file of these folders is at most MAX_LINES lines. Tests are exempt (a test file
+# holds the cases of one subject, however many), and so are build folders.
+MAX_LINES = 600
+SIZED = ("src", "tools", "bindings", "trainer", "perf")
+SIZED_EXT = SOURCE_EXT + (".py", ".sh")
+TEST_DIRS = ("tests", "test")
 
-def source_files(root, top):
+
+def is_build_dir(d):
+    return d in ("build", "__pycache__") or d.startswith("build-")
+
+
+def source_files(root, top, ext=SOURCE_EXT, skip=()):
     base = os.path.join(root, top)
     for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("build", "__pycache__") and not d.startswith("build-"))
+        dirnames[:] = sorted(d for d in dirnames if not is_build_dir(d) and d not in skip)
         for f in sorted(filenames):
-            if f.endswith(SOURCE_EXT):
+            if f.endswith(ext):
                 yield os.path.relpath(os.path.join(dirpath, f), root)
 
 
@@ -159,6 +178,27 @@ def check_circles(root, files):
     return bad
 
 
+def line_count(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def check_long_files(root):
+    """Source files of SIZED over MAX_LINES lines, outside test and build folders."""
+    bad, checked = [], 0
+    for top in SIZED:
+        if not os.path.isdir(os.path.join(root, top)):
+            continue
+        for path in source_files(root, top, SIZED_EXT, TEST_DIRS):
+            checked += 1
+            n = line_count(os.path.join(root, path))
+            if n > MAX_LINES:
+                bad.append("%s: %d lines, more than %d: split it, one idea per file (DESIGN.md, Layers)" %
+                           (path, n, MAX_LINES))
+    return bad, checked
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -168,13 +208,17 @@ def main():
     for top in ("src",) + OUTSIDE:
         if os.path.isdir(os.path.join(root, top)):
             files.extend(source_files(root, top))
-    bad = check_arrows(root, files) + check_circles(root, files)
+    long_files, sized = check_long_files(root)
+    bad = check_arrows(root, files) + check_circles(root, files) + long_files + check_public_docs.check(root)
     for line in bad:
         print(line)
     if bad:
-        print("check_layers: %d violation(s) in %d files checked" % (len(bad), len(files)))
+        print("check_layers: %d violation(s) in %d files checked (%d for their length, %d public headers)" %
+              (len(bad), len(files), sized, len(check_public_docs.HEADERS)))
         return 1
-    print("check_layers: %d files, no forbidden include, no circle of files" % len(files))
+    print("check_layers: %d files, no forbidden include, no circle of files; %d files of at most %d lines; every "
+          "public declaration of %d headers documented" % (len(files), sized, MAX_LINES,
+                                                           len(check_public_docs.HEADERS)))
     return 0
 
 
