@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Holds the tree to the rules of DESIGN.md ("Layers"): fails on an #include across a forbidden arrow; on a
 circle of files (a module, foo.h with foo.cc, that reaches itself through includes) anywhere in src/; on a source
-file of more than 600 lines under src/, tools/, bindings/, trainer/ or perf/ (tests excepted); and on a public
-declaration of include/strata/ without a /// comment of its own (scripts/check_public_docs.py).
+file of more than 600 lines under src/, tools/, bindings/, trainer/ or perf/ (tests excepted); on a public
+declaration of include/strata/ without a /// comment of its own (scripts/check_public_docs.py); and on an
+algorithm's name compared with a string literal in src/ or tools/ outside the algorithm table (the records of
+src/collectives/ and algorithms.cc): the rest of the tree asks an algorithm's record.
 
 usage: scripts/check_layers.py [--root DIR]   (DIR: the repository root; default: this script's parent's parent)
 Prints one line per violation, naming the file, the line (the include, the line count or the declaration) and
@@ -199,6 +201,51 @@ def check_long_files(root):
     return bad, checked
 
 
+# The algorithm table: the records' names (`.name = "ring"` in the family files) and the files that may spell them.
+RECORD_NAME = re.compile(r'^\s*\.name\s*=\s*"([^"]+)"')
+# Baselines of strata-perf run other libraries' algorithms, some of which share a name with one of Strata's.
+NAME_EXEMPT = ("tools/strata-perf/baseline_",)
+
+
+def algorithm_names(root):
+    """(names, files that declare records): every `.name = "..."` of src/collectives/."""
+    names, registry = set(), {os.path.join("src", "collectives", "algorithms.cc")}
+    for path in source_files(root, os.path.join("src", "collectives")):
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            found = [m.group(1) for m in map(RECORD_NAME.match, f) if m]
+        if found:
+            names.update(found)
+            registry.add(path)
+    return names, registry
+
+
+def check_algorithm_names(root, files):
+    """A comparison (==, !=, strcmp, compare) of an algorithm's name with a literal outside the table."""
+    names, registry = algorithm_names(root)
+    if not names:
+        return ["src/collectives: no algorithm record (`.name = \"...\"`) found: the algorithm-name rule has nothing "
+                "to check (DESIGN.md, Algorithms and selection)"]
+    alt = "|".join(re.escape(n) for n in sorted(names))
+    compared = re.compile(r'(?:[!=]=\s*"(%s)")|(?:"(%s)"\s*[!=]=)|(?:(?:strcmp|compare)\s*\([^;]*"(%s)")' %
+                          (alt, alt, alt))
+    bad = []
+    for path in files:
+        if not path.startswith(("src" + os.sep, "tools" + os.sep)) or path in registry:
+            continue
+        if path.replace(os.sep, "/").startswith(NAME_EXEMPT):
+            continue
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                code = line.split("//", 1)[0]
+                m = compared.search(code)
+                if m:
+                    name = next(g for g in m.groups() if g)
+                    bad.append("%s:%d: compares algorithm name \"%s\" with a literal: ask its record "
+                               "(collectives/algorithms.h) instead (DESIGN.md, Algorithms and selection)" %
+                               (path, n, name))
+    return bad
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -209,7 +256,8 @@ def main():
         if os.path.isdir(os.path.join(root, top)):
             files.extend(source_files(root, top))
     long_files, sized = check_long_files(root)
-    bad = check_arrows(root, files) + check_circles(root, files) + long_files + check_public_docs.check(root)
+    bad = (check_arrows(root, files) + check_circles(root, files) + long_files + check_public_docs.check(root) +
+           check_algorithm_names(root, files))
     for line in bad:
         print(line)
     if bad:
@@ -217,8 +265,8 @@ def main():
               (len(bad), len(files), sized, len(check_public_docs.HEADERS)))
         return 1
     print("check_layers: %d files, no forbidden include, no circle of files; %d files of at most %d lines; every "
-          "public declaration of %d headers documented" % (len(files), sized, MAX_LINES,
-                                                           len(check_public_docs.HEADERS)))
+          "public declaration of %d headers documented; no algorithm name compared outside the table" %
+          (len(files), sized, MAX_LINES, len(check_public_docs.HEADERS)))
     return 0
 
 

@@ -102,15 +102,16 @@ SimCluster clusterFromJson(const std::string& text, const std::string& origin) {
         host.get("intra", Type::kObject), "host.intra", origin,
         {"kind", "bandwidthGBps", "latencyUs", "efficiency", "memoryGBps", "memoryCurve", "slotMemoryShare", "notes"});
     const std::string kind = intra.string("kind");
-    if (kind == "switch") {
-      c.intra = SimCluster::Intra::kSwitch;
-    } else if (kind == "shm") {
-      c.intra = SimCluster::Intra::kShm;
-    } else if (kind == "pairwise") {
-      c.intra = SimCluster::Intra::kPairwise;
-    } else {
-      intra.fail(intra.at("kind"), "'" + kind + "' is not one of switch, shm, pairwise");
+    bool known = false;
+    std::string kinds;
+    for (SimCluster::Intra k : {SimCluster::Intra::kSwitch, SimCluster::Intra::kShm, SimCluster::Intra::kPairwise}) {
+      if (kind == intraKindName(k)) {
+        c.intra = k;
+        known = true;
+      }
+      kinds += std::string(kinds.empty() ? "" : ", ") + intraKindName(k);
     }
+    if (!known) intra.fail(intra.at("kind"), "'" + kind + "' is not one of " + kinds);
     c.intraGBps = figure(intra, "bandwidthGBps", -1, true);
     c.intraLatencyUs = figure(intra, "latencyUs", -1, false);
     c.intraEfficiency = efficiency(intra, "efficiency");

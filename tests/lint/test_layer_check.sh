@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layer check can fail: on a copy of the tree it passes, then each injected violation of DESIGN.md's rules
 # (an include across a forbidden arrow, a circle of files, a source file over 600 lines, a public declaration
-# without a /// comment of its own) must make it fail and name the file; a file of exactly 600 lines, long files
+# without a /// comment of its own, an algorithm's name compared with a literal outside the algorithm table) must
+# make it fail and name the file; a file of exactly 600 lines, long files
 # where the length rule does not look (tests, build folders) and private members must not be named.
 # usage: test_layer_check.sh SOURCE_DIR
 set -euo pipefail
@@ -150,6 +151,21 @@ expect_caught "an undocumented using alias" 'alias UndocumentedAlias has no' \
 expect_caught "a public header missing" "$ov: missing" rm "$tmp/tree/$ov"
 expect_not_named "a private member without ///" 'undocumentedPrivate' \
   edit_header $ov after '^  Impl\* impl_;' '  int undocumentedPrivate_ = 0;'
+
+# An algorithm's name compared with a literal outside the algorithm table: caught in src/ and tools/, in each form;
+# not named inside the table (a family file), in other libraries' baselines, or in a comment.
+expect_caught "an algorithm name compared in src/" 'src/core/picks.cc:1: compares algorithm name "hier"' \
+  append_line src/core/picks.cc 'bool picksHier(const std::string& a) { return a == "hier"; }'
+expect_caught "an algorithm name compared the other way round in tools/" 'compares algorithm name "ring"' \
+  append_line tools/strata-sim/picks.cc 'bool picksRing(const std::string& a) { return "ring" != a; }'
+expect_caught "an algorithm name compared by strcmp" 'compares algorithm name "tree"' \
+  append_line src/device/picks.cc 'bool picksTree(const char* a) { return std::strcmp(a, "tree") == 0; }'
+expect_not_named "an algorithm name compared inside the table" 'src/collectives/ring.cc' \
+  append_line src/collectives/ring.cc 'static bool isRing(const char* a) { return std::string(a) == "ring"; }'
+expect_not_named "another library's algorithm in a baseline" 'baseline_gloo' \
+  append_line tools/strata-perf/baseline_gloo.cc 'static bool gloo(const std::string& a) { return a == "ring"; }'
+expect_not_named "a comparison in a comment" 'src/core/comment.cc' \
+  append_line src/core/comment.cc '// the selector used to ask: algorithm == "hier"'
 
 if ((fails)); then
   echo "$fails injected violation(s) not caught"
