@@ -36,7 +36,7 @@ SRC_LAYERS = {
     "bootstrap": ("bootstrap/", "util/"),
     "topology": ("topology/", "bootstrap/", "util/"),
     "transport": ("transport/", "bootstrap/", "util/"),
-    "collectives": ("collectives/", "topology/", "kernels/", "util/"),
+    "collectives": ("collectives/", "topology/", "util/"),
     "device": ("device/", "collectives/", "kernels/", "util/"),
     "core": ("core/", "device/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/", "util/"),
     "overlap": HEADER_HELPERS,

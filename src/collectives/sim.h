@@ -139,14 +139,14 @@ struct SimResult {
 };
 
 /// Simulates one call. Throws InvalidArgument for an algorithm the collective lacks, a host count beyond the
-/// cluster's maxHosts, or hier on one host.
+/// cluster's maxHosts, or an algorithm that does not apply to the layout (its record's `applies`: hier on one host).
 SimResult simulate(const SimCluster& cluster, const SimCall& call);
 /// Simulates the given plans of every rank (index: rank; hostOf as in SimCall, empty: all on one host), with
 /// `elemSize`-byte elements and no symmetry: for plans no generator makes (tests, groups of sends and receives).
 SimResult simulatePlans(const SimCluster& cluster, const std::vector<Plan>& plans, size_t elemSize,
                         const std::vector<int>& hostOf);
-/// Every algorithm of the call's collective that applies (hier needs two hosts), fastest first; call.algorithm
-/// is ignored.
+/// Every algorithm of the call's collective that applies to its layout (AlgorithmRecord::applies), fastest first;
+/// call.algorithm is ignored.
 std::vector<SimResult> simulateAll(const SimCluster& cluster, const SimCall& call);
 
 }  // namespace strata
