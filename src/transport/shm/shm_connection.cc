@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "bootstrap/peer_exchange.h"
+#include "transport/connect_check.h"
 #include "transport/shm/shm_fifo.h"
 #include "transport/transport.h"
 #include "util/config.h"
@@ -597,17 +598,8 @@ size_t removeStaleSegments() {
 
 std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& config, int peer, uint32_t tag) {
   using namespace shm;
+  checkConnectRequest(exchange, config, peer, "shm");
   const int me = exchange.rank();
-  if (peer < 0 || peer >= exchange.size() || peer == me) {
-    throw InvalidArgument(strprintf("rank %d: no shm connection possible to rank %d of %d", me, peer, exchange.size()));
-  }
-  if (config.pieceBytes == 0 || config.pieceBytes > (size_t{1} << 36) || config.nslots < 1 ||
-      config.nslots > (1 << 16)) {
-    throw InvalidArgument(
-        strprintf("rank %d: shm needs 0 < STRATA_PIECE_BYTES <= 2^36 and 1 <= STRATA_NSLOTS <= "
-                  "65536, got %zu and %d",
-                  me, config.pieceBytes, config.nslots));
-  }
   const uint32_t nslots = static_cast<uint32_t>(config.nslots);
   const size_t bytes = fifoHeaderBytes() + fifoSlotStride(config.pieceBytes) * nslots;
   removeStaleSegments();

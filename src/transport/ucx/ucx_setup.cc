@@ -24,6 +24,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/peer_exchange.h"
+#include "transport/connect_check.h"
 #include "transport/ucx/ucx_connection.h"
 #include "util/config.h"
 #include "util/error.h"
@@ -262,16 +263,8 @@ void UcxConnection::setup(PeerExchange& exchange, const Config& config, uint32_t
 
 std::unique_ptr<Connection> connectUcx(PeerExchange& exchange, const Config& config, int peer, uint32_t tag) {
   using namespace ucx;
+  checkConnectRequest(exchange, config, peer, "ucx");
   const int me = exchange.rank();
-  if (peer < 0 || peer >= exchange.size() || peer == me) {
-    throw InvalidArgument(strprintf("rank %d: no ucx connection possible to rank %d of %d", me, peer, exchange.size()));
-  }
-  if (config.pieceBytes == 0 || config.pieceBytes > (size_t{1} << 36) || config.nslots < 1 ||
-      config.nslots > (1 << 16)) {
-    throw InvalidArgument(
-        strprintf("rank %d: ucx needs 0 < STRATA_PIECE_BYTES <= 2^36 and 1 <= STRATA_NSLOTS <= 65536, got %zu and %d",
-                  me, config.pieceBytes, config.nslots));
-  }
   auto conn = std::make_unique<UcxConnection>(Worker::acquire(), me, peer, config);
   conn->setup(exchange, config, tag);
   STRATA_INFO(kLogNet, "rank %d <-> rank %d: ucx connection, %d slots of %zu bytes", me, peer, config.nslots,
