@@ -894,7 +894,7 @@ TEST(TcpTransport, UnauthenticatedSocketsAreRefused) {
       h.pieceBytes = 1024;
       std::array<uint8_t, 16> wrongKey;
       wrongKey.fill(0xee);
-      h.mac = tcp::helloMac(wrongKey, challenge, h);
+      h.mac = helloMac(wrongKey, challenge, h);
       (void)::send(fd, &h, sizeof(h), MSG_NOSIGNAL);  // best effort: setup may already be over
     });
   };

@@ -22,9 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
 #include "bootstrap/peer_exchange.h"
 #include "transport/connect_check.h"
+#include "transport/hello_mac.h"
 #include "transport/ucx/ucx_connection.h"
 #include "util/config.h"
 #include "util/error.h"
@@ -37,7 +37,7 @@ namespace {
 
 constexpr uint64_t kSetupMagic = 0x5354524155435831ull;  // "STRAUCX1"
 constexpr uint64_t kHelloMagic = 0x5354524155435848ull;  // "STRAUCXH"
-constexpr size_t kNonceBytes = 16;
+constexpr size_t kNonceBytes = kHelloChallengeBytes;
 
 // What each rank sends the other through the bootstrap (host byte order: ranks of one job share an ABI),
 // followed by its packed worker address.
@@ -58,13 +58,6 @@ struct SetupMsg {
   char host[64];  // the advertised address, for messages
 };
 static_assert(sizeof(SetupMsg) == 184, "SetupMsg must have no padding");
-
-uint64_t helloMac(const std::array<uint8_t, 16>& secret, const uint8_t (&nonce)[kNonceBytes], const Hello& h) {
-  uint8_t buf[kNonceBytes + offsetof(Hello, mac)];
-  std::memcpy(buf, nonce, kNonceBytes);
-  std::memcpy(buf + kNonceBytes, &h, offsetof(Hello, mac));
-  return sipHash24(secret, buf, sizeof(buf));
-}
 
 template <size_t N>
 void copyString(char (&dst)[N], const std::string& src) {
