@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <string_view>
+#include <utility>
 
 #include "util/config_table.h"
 #include "util/error.h"
@@ -102,6 +103,13 @@ Overloaded(F...) -> Overloaded<F...>;
 
 std::span<const ConfigVar> configVariables() { return kConfigVars; }
 
+const ConfigVar& configVariable(std::string_view name) {
+  for (const ConfigVar& v : kConfigVars) {
+    if (name == v.name) return v;
+  }
+  throw InternalError("the config table has no variable " + std::string(name));
+}
+
 void ConfigVar::parse(Config& config, const char* value) const {
   std::visit(Overloaded{
                  [&]<class T>(const IntegerField<T>& f) {
@@ -136,6 +144,30 @@ std::string ConfigVar::show(const Config& config) const {
                         [](const ReadElsewhere&) { return std::string(); },
                     },
                     binding);
+}
+
+void ConfigVar::check(const Config& config) const {
+  std::visit(Overloaded{
+                 [&]<class T>(const IntegerField<T>& f) {
+                   // Compared unconverted: a size_t above 2^63 is out of range, not negative.
+                   const T x = config.*f.field;
+                   const std::string shown = std::to_string(x);
+                   if (std::cmp_less(x, f.lo) || std::cmp_greater(x, f.hi))
+                     throw InvalidArgument(strprintf("%s=%s is out of range [%lld, %lld]", name, shown.c_str(),
+                                                     static_cast<long long>(f.lo), static_cast<long long>(f.hi)));
+                   if (f.multipleOf > 1 && static_cast<int64_t>(x) % f.multipleOf)
+                     throw InvalidArgument(strprintf("%s=%s is not a multiple of %lld", name, shown.c_str(),
+                                                     static_cast<long long>(f.multipleOf)));
+                 },
+                 [&](const ChoiceField& f) {
+                   if (!isChoice(f.choices, config.*f.field))
+                     throw InvalidArgument(std::string(name) + "=" + config.*f.field + " is not one of " + f.choices);
+                 },
+                 [](const TextField&) {},
+                 [](const AlgoSpecField&) {},
+                 [](const ReadElsewhere&) {},
+             },
+             binding);
 }
 
 const char* ConfigVar::readBy() const {

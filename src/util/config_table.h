@@ -1,13 +1,15 @@
 // The configuration table: every STRATA_* variable declared once, as in UCC's config tables (name, default,
 // accepted values, doc, field). Config's defaults, Config::fromEnv() and Config::describe() all come from
 // configVariables(); the rows are in config.cc. Include this only to walk the table (config.cc, tests, a
-// tool that dumps it); everything else passes a Config.
+// tool that dumps it) or to ask a row whether a Config holds a value it accepts (the transports' set-up check);
+// everything else passes a Config.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 
 namespace strata {
@@ -62,9 +64,15 @@ struct ConfigVar {
   std::string show(const Config& config) const;
   /// The file that reads the variable, or nullptr when Config::fromEnv() does.
   const char* readBy() const;
+  /// Throws InvalidArgument naming the variable and the value unless the field's value in `config` is one parse()
+  /// would accept: for a Config whose fields were set in code rather than parsed. Text and variables read elsewhere
+  /// always pass.
+  void check(const Config& config) const;
 };
 
 /// Every STRATA_* variable of the library, in describe() order (the README's table lists the same).
 std::span<const ConfigVar> configVariables();
+/// The row of `name` ("STRATA_..."); throws InternalError when the table has none.
+const ConfigVar& configVariable(std::string_view name);
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
@@ -257,6 +258,45 @@ TEST(ConfigTable, RejectsWithTheSameMessages) {
     ScopedEnv e(c.name, c.value);
     EXPECT_EQ(fromEnvError(), c.message) << c.name << "=" << c.value;
   }
+}
+
+// check() holds a Config set in code (the transports check theirs before set-up) to the rows parse() holds the
+// environment to: the defaults and every sample pass, what parse refuses is refused with the value named.
+TEST(ConfigTable, CheckRefusesWhatParseRefuses) {
+  const Config defaults;
+  for (const ConfigVar& v : configVariables()) EXPECT_NO_THROW(v.check(defaults)) << v.name;
+  for (const Sample& s : kSamples) {
+    Config c;
+    configVariable(s.name).parse(c, s.value);
+    EXPECT_NO_THROW(configVariable(s.name).check(c)) << s.name << "=" << s.value;
+  }
+  struct Case {
+    std::function<void(Config&)> set;
+    const char* name;
+    const char* message;
+  };
+  const Case cases[] = {
+      {[](Config& c) { c.nslots = 1; }, "STRATA_NSLOTS", "STRATA_NSLOTS=1 is out of range [2, 1024]"},
+      {[](Config& c) { c.pieceBytes = 1000; }, "STRATA_PIECE_BYTES", "STRATA_PIECE_BYTES=1000 is not a multiple of 64"},
+      {[](Config& c) { c.pieceBytes = 128; }, "STRATA_PIECE_BYTES",
+       "STRATA_PIECE_BYTES=128 is out of range [256, 67108864]"},
+      {[](Config& c) { c.pieceBytes = ~size_t{0}; }, "STRATA_PIECE_BYTES",
+       "STRATA_PIECE_BYTES=18446744073709551615 is out of range [256, 67108864]"},
+      {[](Config& c) { c.spinUs = -1; }, "STRATA_SPIN_US", "STRATA_SPIN_US=-1 is out of range [0, 1000000]"},
+      {[](Config& c) { c.transport = "SHM"; }, "STRATA_TRANSPORT",
+       "STRATA_TRANSPORT=SHM is not one of auto, shm, tcp, ucx"},
+  };
+  for (const Case& k : cases) {
+    Config c;
+    k.set(c);
+    try {
+      configVariable(k.name).check(c);
+      ADD_FAILURE() << k.message << ": accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()), k.message);
+    }
+  }
+  EXPECT_THROW(configVariable("STRATA_NO_SUCH_VARIABLE"), InternalError);
 }
 
 // The table itself: it lists what describe() lists, each field-bound row has a sample above, and a row's

@@ -1,5 +1,6 @@
 // Tests of the shm and tcp transports: two ranks as two threads (an in-process PeerExchange), or as two
-// processes (a socketpair PeerExchange) where a rank must really die.
+// processes (a socketpair PeerExchange) where a rank must really die. Also the home of the transport suite
+// (transport_suite.h), the tests every transport passes; test_ucx.cc instantiates it for ucx.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -28,14 +30,67 @@
 #include <vector>
 
 #include "bootstrap/peer_exchange.h"
+#include "transport/connect_check.h"
 #include "transport/tcp/tcp_auth.h"
 #include "transport/tcp/tcp_socket.h"
 #include "transport/transport.h"
+#include "transport_suite.h"
 #include "util/config.h"
 #include "util/error.h"
+#ifdef STRATA_HAVE_UCX
+#include "transport/ucx/ucx_api.h"
+#endif
 
 namespace strata {
+namespace transport_suite {
+
+void PrintTo(const TransportCase& c, std::ostream* os) {
+  *os << c.kind << " nsocks=" << c.nsocks << " nslots=" << c.nslots << " pieceBytes=" << c.pieceBytes;
+  if (c.kind == "ucx") *os << " UCX_TLS=" << (c.ucxTls ? c.ucxTls : "(unset)");
+}
+
+std::string caseName(const testing::TestParamInfo<TransportCase>& info) {
+  const auto& c = info.param;
+  std::string middle = "socks" + std::to_string(c.nsocks);
+  if (c.kind == "ucx") {
+    middle = c.ucxTls ? c.ucxTls : "default";
+    for (char& ch : middle)
+      if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return c.kind + "_" + middle + "_slots" + std::to_string(c.nslots) + "_piece" + std::to_string(c.pieceBytes);
+}
+
+void TransportTest::SetUp() {
+  if (GetParam().kind != "ucx") return;
+#ifdef STRATA_HAVE_UCX
+  // A build with UCX's headers may run where libucp is missing.
+  try {
+    ucx::api();
+  } catch (const Error& e) {
+    GTEST_SKIP() << e.what();
+  }
+#endif
+  ucxTls_.emplace("UCX_TLS", GetParam().ucxTls);
+}
+
+void TransportTest::TearDown() { ucxTls_.reset(); }
+
+Config TransportTest::config() const {
+  Config c;
+  c.nsocks = GetParam().nsocks;
+  c.nslots = GetParam().nslots;
+  c.pieceBytes = GetParam().pieceBytes;
+  c.timeoutMs = 20000;
+  return c;
+}
+
+}  // namespace transport_suite
+
 namespace {
+
+using transport_suite::caseName;
+using transport_suite::TransportCase;
+using transport_suite::TransportTest;
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kHangGuard = std::chrono::seconds(60);  // only turns a hang into a failure; never timing
@@ -203,7 +258,9 @@ void checkNotStuck(Clock::time_point start, const char* what) {
 
 std::unique_ptr<Connection> connect(const std::string& kind, PeerExchange& ex, const Config& cfg, int peer,
                                     uint32_t tag = 1) {
-  return kind == "shm" ? connectShm(ex, cfg, peer, tag) : connectTcp(ex, cfg, peer, tag);
+  if (kind == "shm") return connectShm(ex, cfg, peer, tag);
+  if (kind == "ucx") return connectUcx(ex, cfg, peer, tag);
+  return connectTcp(ex, cfg, peer, tag);
 }
 
 uint8_t patternByte(int sender, uint64_t msg, size_t i) {
@@ -212,6 +269,7 @@ uint8_t patternByte(int sender, uint64_t msg, size_t i) {
 size_t messageSize(uint64_t k, size_t pieceBytes) {
   if (k % 7 == 0) return pieceBytes;
   if (k % 11 == 0) return 1;
+  if (k % 13 == 0) return 0;
   uint64_t h = (k + 1) * 0x9e3779b97f4a7c15ull;
   return 1 + static_cast<size_t>((h >> 17) % pieceBytes);
 }
@@ -258,42 +316,13 @@ void exchangeBarrier(PeerExchange& ex, int peer) {
   ex.recv(peer, 999);
 }
 
-// ---- parameterized over transports --------------------------------------------------------------------
+// ---- the transport suite (transport_suite.h), parameterized over transports -----------------------------
 
-struct TransportCase {
-  std::string kind;
-  int nsocks;
-  int nslots;
-  size_t pieceBytes;
-};
-
-void PrintTo(const TransportCase& c, std::ostream* os) {
-  *os << c.kind << " nsocks=" << c.nsocks << " nslots=" << c.nslots << " pieceBytes=" << c.pieceBytes;
-}
-
-std::string caseName(const testing::TestParamInfo<TransportCase>& info) {
-  const auto& c = info.param;
-  return c.kind + "_socks" + std::to_string(c.nsocks) + "_slots" + std::to_string(c.nslots) + "_piece" +
-         std::to_string(c.pieceBytes);
-}
-
-class TransportTest : public testing::TestWithParam<TransportCase> {
- protected:
-  Config config() const {
-    Config c;
-    c.nsocks = GetParam().nsocks;
-    c.nslots = GetParam().nslots;
-    c.pieceBytes = GetParam().pieceBytes;
-    c.timeoutMs = 20000;
-    return c;
-  }
-};
-
-// Both directions at once, many messages of sizes 1 .. pieceBytes, checked for content and order.
+// Both directions at once, many messages of sizes 0 .. pieceBytes, checked for content and order.
 TEST_P(TransportTest, StreamsBothWaysInOrder) {
   Hub hub;
   const Config cfg = config();
-  const uint64_t n = 3000;
+  const uint64_t n = cfg.pieceBytes >= 65536 ? 300 : 3000;
   runPair([&](int rank) {
     InProcessExchange ex(hub, rank, 2);
     const int peer = 1 - rank;
@@ -391,12 +420,12 @@ TEST_P(TransportTest, SenderCanCommitNslotsAheadOfTheReceiver) {
   });
 }
 
-// A message of another size than expected is a usage error that names both ranks and both sizes, and
-// leaves the message in place.
+// A message of another size than expected, larger or smaller, is a usage error that names both ranks and both
+// sizes, and leaves the message in place.
 TEST_P(TransportTest, SizeMismatchIsInvalidUsage) {
   Hub hub;
   const Config cfg = config();
-  const size_t sent = std::min<size_t>(100, cfg.pieceBytes), expected = sent + 1;
+  const size_t sent = std::min<size_t>(100, cfg.pieceBytes);
   runPair([&](int rank) {
     InProcessExchange ex(hub, rank, 2);
     auto conn = connect(GetParam().kind, ex, cfg, 1 - rank);
@@ -405,23 +434,25 @@ TEST_P(TransportTest, SizeMismatchIsInvalidUsage) {
       sendBlocking(*conn, data.data(), data.size());
       flushBlocking(*conn);
     } else {
-      const auto start = Clock::now();
-      bool threw = false;
-      while (!threw) {
-        try {
-          if (conn->tryRecvPeek(expected, {})) break;
-        } catch (const InvalidUsage& e) {
-          threw = true;
-          EXPECT_NE(std::string(e.what()).find(strprintf("rank 0 expected a %zu-byte message from rank 1 but got %zu "
-                                                         "bytes",
-                                                         expected, sent)),
-                    std::string::npos)
-              << e.what();
+      for (const size_t expected : {sent + 1, sent - 1}) {
+        const auto start = Clock::now();
+        bool threw = false;
+        while (!threw) {
+          try {
+            if (conn->tryRecvPeek(expected, {})) break;
+          } catch (const InvalidUsage& e) {
+            threw = true;
+            EXPECT_NE(std::string(e.what()).find(strprintf("rank 0 expected a %zu-byte message from rank 1 but got "
+                                                           "%zu bytes",
+                                                           expected, sent)),
+                      std::string::npos)
+                << e.what();
+          }
+          conn->progress();
+          checkNotStuck(start, "waiting for the mismatch");
         }
-        conn->progress();
-        checkNotStuck(start, "waiting for the mismatch");
+        EXPECT_TRUE(threw) << "expecting " << expected << " bytes";
       }
-      EXPECT_TRUE(threw);
       auto* p = static_cast<const uint8_t*>(conn->tryRecvPeek(sent, {}));
       ASSERT_NE(p, nullptr);
       EXPECT_EQ(p[0], 3);
@@ -503,6 +534,7 @@ TEST_P(TransportTest, OrderlyCloseDeliversThenFails) {
         ADD_FAILURE() << "receiving from a closed peer succeeded";
       } catch (const RemoteError& e) {
         EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("closed"), std::string::npos) << e.what();
       }
       EXPECT_THROW(conn->checkPeer(), RemoteError);
     }
@@ -556,12 +588,105 @@ TEST_P(TransportTest, ZeroByteMessages) {
   });
 }
 
+// Connections of one pair with different setup tags, and of two communicators, do not mix, with several messages
+// in flight on each (as many as the slots allow: the receiver reads only after the sender has sent them).
+TEST_P(TransportTest, ConnectionsAndCommunicatorsDoNotMix) {
+  Hub hub1, hub2;
+  const Config cfg = config();
+  runPair([&](int rank) {
+    InProcessExchange ex1(hub1, rank, 2), ex2(hub2, rank, 2);
+    auto a = connect(GetParam().kind, ex1, cfg, 1 - rank, 10);
+    auto b = connect(GetParam().kind, ex1, cfg, 1 - rank, 20);
+    auto c = connect(GetParam().kind, ex2, cfg, 1 - rank, 10);  // same tag, another communicator
+    const uint32_t rounds = 3, ahead = std::min<uint32_t>(rounds, static_cast<uint32_t>(cfg.nslots));
+    auto sendRound = [&](uint32_t k) {
+      uint32_t va = 100 + rank + 10 * k, vb = 200 + rank + 10 * k, vc = 300 + rank + 10 * k;
+      sendBlocking(*c, &vc, 4);
+      sendBlocking(*b, &vb, 4);
+      sendBlocking(*a, &va, 4);
+    };
+    for (uint32_t k = 0; k < ahead; ++k) sendRound(k);
+    for (uint32_t k = 0; k < rounds; ++k) {
+      uint32_t got = 0;
+      std::memcpy(&got, recvBlocking(*a, 4), 4);
+      EXPECT_EQ(got, 100u + (1 - rank) + 10 * k);
+      a->recvRelease();
+      std::memcpy(&got, recvBlocking(*c, 4), 4);
+      EXPECT_EQ(got, 300u + (1 - rank) + 10 * k);
+      c->recvRelease();
+      std::memcpy(&got, recvBlocking(*b, 4), 4);
+      EXPECT_EQ(got, 200u + (1 - rank) + 10 * k);
+      b->recvRelease();
+      if (k + ahead < rounds) sendRound(k + ahead);
+    }
+    flushBlocking(*a);
+    flushBlocking(*b);
+    flushBlocking(*c);
+    exchangeBarrier(ex1, 1 - rank);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
                          testing::Values(TransportCase{"shm", 1, 4, 4096}, TransportCase{"shm", 1, 3, 3001},
                                          TransportCase{"shm", 1, 1, 64}, TransportCase{"tcp", 1, 4, 4096},
                                          TransportCase{"tcp", 3, 4, 4096}, TransportCase{"tcp", 3, 2, 3001},
                                          TransportCase{"tcp", 2, 1, 64}),
                          caseName);
+
+// ---- the factories' check (connect_check.h) ------------------------------------------------------------------
+
+// Every factory refuses, before any set-up, a peer that is not another rank and a slot geometry the config table
+// refuses (a Config set in code rather than parsed), naming the rank, the peer, the variable and the value. The
+// test hook lets smaller geometries through, down to one slot of one byte but never less.
+TEST(TransportCheck, WhatTheConfigTableRefusesIsInvalidArgument) {
+  Hub hub;
+  InProcessExchange ex(hub, 0, 2);
+  std::vector<std::string> kinds{"shm", "tcp"};
+#ifdef STRATA_HAVE_UCX
+  kinds.push_back("ucx");
+#endif
+  auto expectRefused = [&](const std::string& kind, const Config& cfg, int peer, const std::string& message) {
+    try {
+      connect(kind, ex, cfg, peer);
+      ADD_FAILURE() << kind << " connected; expected: " << message;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  struct Refused {
+    std::function<void(Config&)> set;
+    std::string message;
+  };
+  const std::vector<Refused> refused{
+      {[](Config& c) { c.nslots = 1; }, "STRATA_NSLOTS=1 is out of range [2, 1024]"},
+      {[](Config& c) { c.nslots = 1025; }, "STRATA_NSLOTS=1025 is out of range [2, 1024]"},
+      {[](Config& c) { c.pieceBytes = 64; }, "STRATA_PIECE_BYTES=64 is out of range [256, 67108864]"},
+      {[](Config& c) { c.pieceBytes = size_t{1} << 36; },
+       "STRATA_PIECE_BYTES=68719476736 is out of range [256, 67108864]"},
+      {[](Config& c) { c.pieceBytes = 3001; }, "STRATA_PIECE_BYTES=3001 is not a multiple of 64"},
+  };
+  for (const std::string& kind : kinds) {
+    expectRefused(kind, Config{}, 0, "rank 0: no " + kind + " connection possible to rank 0 of 2");
+    expectRefused(kind, Config{}, 2, "rank 0: no " + kind + " connection possible to rank 2 of 2");
+    for (const Refused& r : refused) {
+      Config cfg;
+      r.set(cfg);
+      expectRefused(kind, cfg, 1, "rank 0: no " + kind + " connection to rank 1: " + r.message);
+    }
+  }
+  Config manySockets;
+  manySockets.nsocks = 65;
+  expectRefused("tcp", manySockets, 1, "rank 0: no tcp connection to rank 1: STRATA_NSOCKS=65 is out of range [1, 64]");
+
+  AnySlotGeometryForTesting anyGeometry;
+  for (const std::string& kind : kinds) {
+    Config noSlots, emptyPieces;
+    noSlots.nslots = 0;
+    emptyPieces.pieceBytes = 0;
+    expectRefused(kind, noSlots, 1, "STRATA_NSLOTS=0: a connection has at least one slot");
+    expectRefused(kind, emptyPieces, 1, "STRATA_PIECE_BYTES=0: a piece has at least one byte");
+  }
+}
 
 // ---- shm specifics --------------------------------------------------------------------------------------
 
@@ -769,7 +894,7 @@ TEST(TcpTransport, UnauthenticatedSocketsAreRefused) {
       h.pieceBytes = 1024;
       std::array<uint8_t, 16> wrongKey;
       wrongKey.fill(0xee);
-      h.mac = tcp::helloMac(wrongKey, challenge, h);
+      h.mac = helloMac(wrongKey, challenge, h);
       (void)::send(fd, &h, sizeof(h), MSG_NOSIGNAL);  // best effort: setup may already be over
     });
   };

@@ -1,4 +1,6 @@
-// Shared-memory transport between two ranks of one host: one FIFO per direction (see shm_fifo.h).
+// Shared-memory transport between two ranks of one host: one FIFO per direction (see shm_fifo.h), the connection
+// (its data path) and connectShm (its set-up). The segments the FIFOs live in are shm_segment.h's; the agreement on
+// single copy is shm_single_copy.h's.
 //
 // Setup (both ranks run the same steps):
 //   1. create the FIFO this rank RECEIVES on: shm_open(O_CREAT|O_EXCL, 0600) under a random name that
@@ -17,11 +19,7 @@
 // receiver reads it with process_vm_readv straight into its destination (or into a bounce buffer for a reducing
 // receive) before it frees the slot. The sender's flushed() is false until `tail` has passed its last reference,
 // so no call completes (and no connection is destroyed) while the peer may still read its memory.
-#include <dirent.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -30,7 +28,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <exception>
 #include <memory>
 #include <string>
@@ -38,7 +35,10 @@
 #include <vector>
 
 #include "bootstrap/peer_exchange.h"
+#include "transport/connect_check.h"
 #include "transport/shm/shm_fifo.h"
+#include "transport/shm/shm_segment.h"
+#include "transport/shm/shm_single_copy.h"
 #include "transport/transport.h"
 #include "util/config.h"
 #include "util/error.h"
@@ -52,148 +52,6 @@ namespace {
 
 constexpr uint8_t kAckMapped = 1;
 constexpr uint8_t kAckFailed = 0;
-
-std::atomic<int> probeErrorForTesting{0};
-
-// What set-up agreed about single copy for one connection.
-struct SingleCopyMode {
-  size_t minBytes = 0;  // 0: off
-  std::string state;    // "on" or "off: why", for logs and tests
-  int64_t timeoutMs = 0;
-};
-
-std::string randomHex(size_t bytes) {
-  std::vector<uint8_t> buf(bytes);
-  fillRandom(buf.data(), bytes, "getrandom for a shared memory segment name");
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : buf) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
-
-// A mapped POSIX shared-memory segment. Unmaps on destruction, and unlinks the name too while this
-// process still owns it (setup failed before the peer mapped it).
-class ShmSegment {
- public:
-  ShmSegment() = default;
-  ShmSegment(const ShmSegment&) = delete;
-  ShmSegment& operator=(const ShmSegment&) = delete;
-  ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
-  ShmSegment& operator=(ShmSegment&& o) noexcept {
-    if (this != &o) {
-      release();
-      name_ = std::move(o.name_);
-      base_ = std::exchange(o.base_, nullptr);
-      bytes_ = std::exchange(o.bytes_, 0);
-      linked_ = std::exchange(o.linked_, false);
-    }
-    return *this;
-  }
-  ~ShmSegment() { release(); }
-
-  /// Creates, sizes, maps and pre-faults a new segment readable and writable by this user only.
-  static ShmSegment create(const std::string& name, size_t bytes, int me, int peer) {
-    ShmSegment seg;
-    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      throw SysError(strprintf("rank %d: shm_open(%s) for the FIFO from rank %d", me, name.c_str(), peer), errno);
-    }
-    seg.name_ = name;
-    seg.linked_ = true;
-    struct FdCloser {
-      int fd;
-      ~FdCloser() { ::close(fd); }
-    } closer{fd};
-    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      throw SysError(strprintf("rank %d: ftruncate(%s, %zu)", me, name.c_str(), bytes), errno);
-    }
-    // Reserve the pages now: on a full /dev/shm this fails here with ENOSPC instead of a SIGBUS on first touch.
-    int rc;
-    do {
-      rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-    } while (rc == EINTR);
-    if (rc != 0) {
-      throw SysError(strprintf("rank %d: reserving %zu bytes of /dev/shm for the FIFO from rank %d (is /dev/shm "
-                               "too small? containers: --shm-size; or lower STRATA_NSLOTS / STRATA_PIECE_BYTES)",
-                               me, bytes, peer),
-                     rc);
-    }
-    seg.map(fd, bytes, me);
-    // Touch every page for writing so the hot loop never takes a page fault on this side.
-    auto* p = static_cast<volatile char*>(seg.base_);
-    for (size_t off = 0; off < bytes; off += 4096) p[off] = 0;
-    return seg;
-  }
-
-  /// Maps an existing segment created by the peer, after checking it belongs to this user, is private
-  /// to it and is large enough.
-  static ShmSegment open(const std::string& name, size_t bytes, int me, int peer) {
-    ShmSegment seg;
-    int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0) {
-      throw SysError(strprintf("rank %d: shm_open(%s), the FIFO of rank %d (do both ranks really share a host "
-                               "and /dev/shm?)",
-                               me, name.c_str(), peer),
-                     errno);
-    }
-    struct FdCloser {
-      int fd;
-      ~FdCloser() { ::close(fd); }
-    } closer{fd};
-    struct stat st;
-    if (fstat(fd, &st) != 0) STRATA_THROW_SYS(strprintf("rank %d: fstat(%s)", me, name.c_str()));
-    if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
-      throw RemoteError(
-          strprintf("rank %d: shared memory segment %s of rank %d has owner %u mode %03o, expected "
-                    "owner %u mode 0600",
-                    me, name.c_str(), peer, static_cast<unsigned>(st.st_uid), static_cast<unsigned>(st.st_mode & 0777),
-                    static_cast<unsigned>(geteuid())));
-    }
-    if (static_cast<size_t>(st.st_size) < bytes) {
-      throw InvalidUsage(
-          strprintf("rank %d: the FIFO of rank %d has %lld bytes, expected %zu: the ranks have "
-                    "different STRATA_PIECE_BYTES or STRATA_NSLOTS",
-                    me, peer, static_cast<long long>(st.st_size), bytes));
-    }
-    seg.map(fd, bytes, me);
-    // Pre-fault this side's page tables too (reads map shmem pages writable on a shared mapping).
-    auto* p = static_cast<const volatile char*>(seg.base_);
-    for (size_t off = 0; off < bytes; off += 4096) (void)p[off];
-    return seg;
-  }
-
-  /// Removes the name from /dev/shm; the mappings stay valid.
-  void unlink() {
-    if (linked_) {
-      shm_unlink(name_.c_str());
-      linked_ = false;
-    }
-  }
-
-  void* base() const { return base_; }
-  const std::string& name() const { return name_; }
-
- private:
-  void map(int fd, size_t bytes, int me) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    if (p == MAP_FAILED) throw SysError(strprintf("rank %d: mmap(%s, %zu)", me, name_.c_str(), bytes), errno);
-    base_ = p;
-    bytes_ = bytes;
-  }
-  void release() {
-    if (base_) munmap(base_, bytes_);
-    base_ = nullptr;
-    unlink();
-  }
-
-  std::string name_;
-  void* base_ = nullptr;
-  size_t bytes_ = 0;
-  bool linked_ = false;
-};
 
 ShmSlotHeader* slotHeader(char* slots, size_t stride, uint64_t slot) {
   return reinterpret_cast<ShmSlotHeader*>(slots + slot * stride);
@@ -466,155 +324,25 @@ class ShmConnection final : public Connection {
   std::unique_ptr<char, FreeDeleter> bounce_;  // reducing receives read references here
 };
 
-// Set-up step 4: whether the two ranks read each other's memory for large pieces. Each rank names a word of its
-// own and reads the peer's with process_vm_readv; single copy is on only if both reads worked, so both ranks come
-// to the same answer. The peer's pid (from its FIFO header) only means something in the same pid namespace.
-struct SingleCopyOffer {
-  uint8_t want;  // STRATA_SHM_SINGLE_COPY != off
-  uint8_t pad[7];
-  uint64_t pidNs;
-  uint64_t address;  // of a word this rank keeps until set-up ends
-  uint64_t value;    // its value
-};
-
-std::string probeRead(pid_t peerPid, const SingleCopyOffer& peer, int me, int peerRank) {
-  int err = probeErrorForTesting.load(std::memory_order_relaxed);
-  uint64_t got = 0;
-  if (err == 0) {
-    iovec local{&got, sizeof(got)};
-    iovec remote{reinterpret_cast<void*>(peer.address), sizeof(got)};
-    if (process_vm_readv(peerPid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(got))) err = errno;
-    else if (got != peer.value) return strprintf("rank %d read a wrong value from rank %d's memory", me, peerRank);
-  }
-  if (err == 0) return {};
-  if (err == EPERM) {
-    return strprintf(
-        "rank %d may not read rank %d's memory (process_vm_readv: EPERM; a yama ptrace_scope above 0 "
-        "or a missing CAP_SYS_PTRACE refuses it)",
-        me, peerRank);
-  }
-  if (err == ENOSYS) return strprintf("the kernel of rank %d has no process_vm_readv (ENOSYS)", me);
-  return strprintf("rank %d could not read rank %d's memory (process_vm_readv: %s)", me, peerRank, std::strerror(err));
-}
-
-SingleCopyMode agreeOnSingleCopy(PeerExchange& exchange, const Config& config, int peer, uint32_t tag, pid_t peerPid) {
-  const int me = exchange.rank();
-  SingleCopyMode mode;
-  mode.timeoutMs = config.timeoutMs;
-  uint64_t word = 0;
-  fillRandom(&word, sizeof(word), "getrandom for the single-copy probe");
-  SingleCopyOffer mine{};
-  mine.want = config.shmSingleCopy != "off";
-  mine.pidNs = pidNamespaceId();
-  mine.address = reinterpret_cast<uint64_t>(&word);
-  mine.value = word;
-  exchange.send(peer, tag, &mine, sizeof(mine));
-  const std::vector<uint8_t> got = exchange.recv(peer, tag);
-  if (got.size() != sizeof(SingleCopyOffer))
-    throw RemoteError(strprintf("rank %d: rank %d sent a malformed single-copy offer", me, peer));
-  SingleCopyOffer theirs;
-  std::memcpy(&theirs, got.data(), sizeof(theirs));
-
-  std::string why;  // empty: this rank can read the peer's memory
-  if (!mine.want) why = strprintf("STRATA_SHM_SINGLE_COPY=off on rank %d", me);
-  else if (!theirs.want) why = strprintf("STRATA_SHM_SINGLE_COPY=off on rank %d", peer);
-  else if (mine.pidNs == 0 || theirs.pidNs != mine.pidNs)
-    why = strprintf("rank %d is in another pid namespace than rank %d", peer, me);
-  else why = probeRead(peerPid, theirs, me, peer);
-  exchange.send(peer, tag, why.data(), why.size());
-  const std::vector<uint8_t> peerWhy = exchange.recv(peer, tag);  // `word` stays alive until the peer has read it
-  if (why.empty()) why.assign(peerWhy.begin(), peerWhy.end());
-  if (why.empty()) {
-    mode.minBytes = std::max<size_t>(config.shmSingleCopyBytes, kInlineBytes + 1);
-    mode.state = "on";
-  } else {
-    mode.state = "off: " + why;
-  }
-  return mode;
-}
-
-// A segment without a valid header (its creator died between shm_open and writing the header) is removed
-// once it is this old; one with a header as soon as its creator is gone.
-constexpr time_t kHeaderlessGraceSeconds = 60;
-
-bool processGone(int32_t pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
-
-/// Whether /dev/shm/`name` is a FIFO segment of this user that no live process will unlink.
-bool isStale(const std::string& name, uint64_t myPidNs) {
-  const std::string path = "/" + name;
-  int fd = shm_open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
-  if (fd < 0) return false;
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return false;
-  if (static_cast<size_t>(st.st_size) >= sizeof(ShmFifoHeader)) {
-    void* p = mmap(nullptr, sizeof(ShmFifoHeader), PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) return false;
-    const auto* h = static_cast<const ShmFifoHeader*>(p);
-    const bool valid = h->magic == kFifoMagic;
-    const int32_t creator = h->creatorPid;
-    const uint64_t creatorNs = h->creatorPidNs;
-    munmap(p, sizeof(ShmFifoHeader));
-    if (valid) {
-      // Pids compare only within one pid namespace: a container sharing /dev/shm with another namespace
-      // leaves that namespace's segments alone.
-      return creatorNs == myPidNs && creator != getpid() && processGone(creator);
-    }
-  }
-  return time(nullptr) - st.st_mtime > kHeaderlessGraceSeconds;
-}
-
 }  // namespace
-
-void setSingleCopyProbeErrorForTesting(int err) { probeErrorForTesting.store(err, std::memory_order_relaxed); }
 
 std::string singleCopyState(const Connection& c) {
   const auto* shm = dynamic_cast<const ShmConnection*>(&c);
   return shm ? shm->singleCopyState() : "off: not a shm connection";
 }
 
-size_t removeStaleSegments() {
-  const uint64_t myPidNs = pidNamespaceId();
-  std::vector<std::string> stale;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.rfind("strata-", 0) == 0 && isStale(name, myPidNs)) stale.push_back(name);
-    }
-    closedir(d);
-  }
-  for (const std::string& name : stale) {
-    if (shm_unlink(("/" + name).c_str()) == 0)
-      STRATA_INFO(kLogShm, "removed /dev/shm/%s, left by a process that died while setting up", name.c_str());
-  }
-  return stale.size();
-}
-
 }  // namespace shm
 
 std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& config, int peer, uint32_t tag) {
   using namespace shm;
+  checkConnectRequest(exchange, config, peer, "shm");
   const int me = exchange.rank();
-  if (peer < 0 || peer >= exchange.size() || peer == me) {
-    throw InvalidArgument(strprintf("rank %d: no shm connection possible to rank %d of %d", me, peer, exchange.size()));
-  }
-  if (config.pieceBytes == 0 || config.pieceBytes > (size_t{1} << 36) || config.nslots < 1 ||
-      config.nslots > (1 << 16)) {
-    throw InvalidArgument(
-        strprintf("rank %d: shm needs 0 < STRATA_PIECE_BYTES <= 2^36 and 1 <= STRATA_NSLOTS <= "
-                  "65536, got %zu and %d",
-                  me, config.pieceBytes, config.nslots));
-  }
   const uint32_t nslots = static_cast<uint32_t>(config.nslots);
   const size_t bytes = fifoHeaderBytes() + fifoSlotStride(config.pieceBytes) * nslots;
   removeStaleSegments();
 
   // 1. The FIFO this rank receives on.
-  const std::string name = strprintf("/strata-%016llx-%d-%d-%u-%s", static_cast<unsigned long long>(exchange.commId()),
-                                     peer, me, tag, randomHex(16).c_str());
+  const std::string name = newFifoSegmentName(exchange.commId(), peer, me, tag);
   ShmSegment recvSeg = ShmSegment::create(name, bytes, me, peer);
   auto* hdr = new (recvSeg.base()) ShmFifoHeader{};
   hdr->magic = kFifoMagic;
@@ -637,7 +365,7 @@ std::unique_ptr<Connection> connectShm(PeerExchange& exchange, const Config& con
   std::exception_ptr failure;
   std::string failureText;
   try {
-    if (peerName.rfind("/strata-", 0) != 0 || peerName.find('/', 1) != std::string::npos) {
+    if (!isFifoSegmentName(peerName)) {
       throw RemoteError(strprintf("rank %d: rank %d sent a malformed shm segment name", me, peer));
     }
     sendSeg = ShmSegment::open(peerName, bytes, me, peer);

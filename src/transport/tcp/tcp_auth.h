@@ -7,10 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "transport/hello_mac.h"
+
 namespace strata::tcp {
 
 inline constexpr uint64_t kHelloMagic = 0x5354524154435031ull;  // "STRATCP1"
-inline constexpr size_t kChallengeBytes = 16;
+inline constexpr size_t kChallengeBytes = kHelloChallengeBytes;
 
 /// First bytes the connecting rank sends on each socket (host byte order: ranks of one job share an ABI).
 struct Hello {
@@ -23,15 +25,12 @@ struct Hello {
   uint32_t nsocks;
   uint32_t nslots;
   uint64_t pieceBytes;
-  uint64_t mac;  // helloMac over the challenge and every field above
+  uint64_t mac;  // helloMac (transport/hello_mac.h) over the challenge and every field above
 };
 static_assert(sizeof(Hello) == 56, "Hello must have no padding");
 
-/// SipHash-2-4 of `data` under a 128-bit key (a local copy: the transport does not depend on the bootstrap).
+/// SipHash-2-4 of `data` under a 128-bit key: the bootstrap's, which the tcp tests check against the reference
+/// vectors under this name.
 uint64_t sipHash24Tcp(const std::array<uint8_t, 16>& key, const void* data, size_t len);
-
-/// MAC of a hello answering `challenge`.
-uint64_t helloMac(const std::array<uint8_t, 16>& secret, const uint8_t (&challenge)[kChallengeBytes],
-                  const Hello& hello);
 
 }  // namespace strata::tcp

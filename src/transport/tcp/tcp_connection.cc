@@ -29,6 +29,7 @@
 
 #include "bootstrap/peer_exchange.h"
 #include "bootstrap/socket_io.h"
+#include "transport/connect_check.h"
 #include "transport/staging_buffer.h"
 #include "transport/tcp/tcp_auth.h"
 #include "transport/tcp/tcp_socket.h"
@@ -561,17 +562,8 @@ std::vector<Fd> connectSide(PeerExchange& exchange, const Config& config, int pe
 
 std::unique_ptr<Connection> connectTcp(PeerExchange& exchange, const Config& config, int peer, uint32_t tag) {
   using namespace tcp;
+  checkConnectRequest(exchange, config, peer, "tcp", {"STRATA_NSOCKS"});
   const int me = exchange.rank();
-  if (peer < 0 || peer >= exchange.size() || peer == me) {
-    throw InvalidArgument(strprintf("rank %d: no tcp connection possible to rank %d of %d", me, peer, exchange.size()));
-  }
-  if (config.pieceBytes == 0 || config.pieceBytes > (size_t{1} << 36) || config.nslots < 1 ||
-      config.nslots > (1 << 16) || config.nsocks < 1 || config.nsocks > 64) {
-    throw InvalidArgument(
-        strprintf("rank %d: tcp needs 0 < STRATA_PIECE_BYTES <= 2^36, 1 <= STRATA_NSLOTS <= 65536 "
-                  "and 1 <= STRATA_NSOCKS <= 64, got %zu, %d and %d",
-                  me, config.pieceBytes, config.nslots, config.nsocks));
-  }
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::max<int64_t>(1, config.timeoutMs));
   std::string peerAddr;
   std::vector<Fd> socks = me > peer ? listenSide(exchange, config, peer, tag, deadline, peerAddr)

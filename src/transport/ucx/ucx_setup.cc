@@ -22,8 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
 #include "bootstrap/peer_exchange.h"
+#include "transport/connect_check.h"
+#include "transport/hello_mac.h"
 #include "transport/ucx/ucx_connection.h"
 #include "util/config.h"
 #include "util/error.h"
@@ -36,7 +37,7 @@ namespace {
 
 constexpr uint64_t kSetupMagic = 0x5354524155435831ull;  // "STRAUCX1"
 constexpr uint64_t kHelloMagic = 0x5354524155435848ull;  // "STRAUCXH"
-constexpr size_t kNonceBytes = 16;
+constexpr size_t kNonceBytes = kHelloChallengeBytes;
 
 // What each rank sends the other through the bootstrap (host byte order: ranks of one job share an ABI),
 // followed by its packed worker address.
@@ -57,13 +58,6 @@ struct SetupMsg {
   char host[64];  // the advertised address, for messages
 };
 static_assert(sizeof(SetupMsg) == 184, "SetupMsg must have no padding");
-
-uint64_t helloMac(const std::array<uint8_t, 16>& secret, const uint8_t (&nonce)[kNonceBytes], const Hello& h) {
-  uint8_t buf[kNonceBytes + offsetof(Hello, mac)];
-  std::memcpy(buf, nonce, kNonceBytes);
-  std::memcpy(buf + kNonceBytes, &h, offsetof(Hello, mac));
-  return sipHash24(secret, buf, sizeof(buf));
-}
 
 template <size_t N>
 void copyString(char (&dst)[N], const std::string& src) {
@@ -262,16 +256,8 @@ void UcxConnection::setup(PeerExchange& exchange, const Config& config, uint32_t
 
 std::unique_ptr<Connection> connectUcx(PeerExchange& exchange, const Config& config, int peer, uint32_t tag) {
   using namespace ucx;
+  checkConnectRequest(exchange, config, peer, "ucx");
   const int me = exchange.rank();
-  if (peer < 0 || peer >= exchange.size() || peer == me) {
-    throw InvalidArgument(strprintf("rank %d: no ucx connection possible to rank %d of %d", me, peer, exchange.size()));
-  }
-  if (config.pieceBytes == 0 || config.pieceBytes > (size_t{1} << 36) || config.nslots < 1 ||
-      config.nslots > (1 << 16)) {
-    throw InvalidArgument(
-        strprintf("rank %d: ucx needs 0 < STRATA_PIECE_BYTES <= 2^36 and 1 <= STRATA_NSLOTS <= 65536, got %zu and %d",
-                  me, config.pieceBytes, config.nslots));
-  }
   auto conn = std::make_unique<UcxConnection>(Worker::acquire(), me, peer, config);
   conn->setup(exchange, config, tag);
   STRATA_INFO(kLogNet, "rank %d <-> rank %d: ucx connection, %d slots of %zu bytes", me, peer, config.nslots,
