@@ -118,7 +118,7 @@ CommState* usable(ncclComm_t comm, const char* what, ncclResult_t* err) {
   int r = st->createResult.load(std::memory_order_acquire);
   // A call on a communicator still being made (non-blocking) waits for it, as NCCL's calls would block on it.
   while (r == ncclInProgress) {
-    if (threadGroup().depth > 0 && !st->comm) {
+    if (apiGroupDepth() > 0 && !st->comm) {
       *err = fail(nullptr, ncclInvalidUsage,
                   std::string(what) + ": the communicator is created in this group; use it after ncclGroupEnd");
       return nullptr;

@@ -74,8 +74,8 @@ ncclResult_t create(ncclComm_t* out, const ncclConfig_t* config, const char* wha
   }
   if (ncclResult_t r = applyConfig(config, *st, what); r != ncclSuccess) return r;
   st->cudaDev = currentDevice();
-  ThreadGroup& g = threadGroup();
-  if (g.depth > 0) {
+  if (apiGroupDepth() > 0) {
+    GroupExtras& g = groupExtras();
     st->createResult.store(ncclInProgress);
     g.creations.push_back([st, make] {
       runCreation(st, make);
