@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "core/c_api_internal.h"
-#include "kernels/cuda_loader.h"
 #include "nccl/nccl_state.h"
 #include "util/dtype.h"
 #include "util/error.h"
@@ -26,30 +25,18 @@ static_assert(int(ncclScalarDevice) == int(strataScalarDevice) &&
 
 namespace strata::nccl {
 
-ThreadGroup& threadGroup() {
-  thread_local ThreadGroup g;
+GroupExtras& groupExtras() {
+  thread_local GroupExtras g;
   return g;
 }
 
 namespace {
 
-// The calling thread's NCCL group depth, apart from ThreadGroup so that a call outside a group reads one word.
-thread_local int tDepth = 0;
-
 inline strataDataType_t dt(ncclDataType_t d) { return static_cast<strataDataType_t>(d); }
 
-// Host buffers and no stream: what a non-blocking communicator runs as asynchronous work.
-bool hostCall(const void* a, const void* b, cudaStream_t stream) {
-  if (stream) return false;
-  if (!cudaDriverLoaded()) return true;
-  return devicePointerOwner(a) < 0 && devicePointerOwner(b) < 0;
-}
-
-// One call on `comm`: `issue(strataComm)` makes the Strata calls. `collective` and `count` describe it for
-// ncclGroupSimulateEnd (-1: send/recv).
 // A call refused inside a group fails the group (NCCL's ncclGroupEnd returns its error and runs nothing).
 ncclResult_t poisonGroup(ncclResult_t r) {
-  ThreadGroup& g = threadGroup();
+  GroupExtras& g = groupExtras();
   if (r != ncclSuccess && r != ncclInProgress && g.error == ncclSuccess) {
     g.error = r;
     g.errorMessage = pncclGetLastError(nullptr);
@@ -57,23 +44,27 @@ ncclResult_t poisonGroup(ncclResult_t r) {
   return r;
 }
 
+// One call on `comm`: `issue(strataComm)` makes the Strata calls. `collective` and `count` describe it for
+// ncclGroupSimulateEnd (-1: send/recv).
 template <typename Issue>
 ncclResult_t call(ncclComm_t comm, const char* what, const void* a, const void* b, cudaStream_t stream, int collective,
                   size_t count, ncclDataType_t dtype, Issue&& issue) {
   ncclResult_t err;
   CommState* st = usable(comm, what, &err);
-  if (!st) return tDepth > 0 ? poisonGroup(err) : err;
+  if (!st) return apiGroupDepth() > 0 ? poisonGroup(err) : err;
   if (st->suspended.load(std::memory_order_relaxed)) {
     err = fail(comm, ncclInvalidUsage, std::string(what) + ": the communicator is suspended (ncclCommSuspend)");
-    return tDepth > 0 ? poisonGroup(err) : err;
+    return apiGroupDepth() > 0 ? poisonGroup(err) : err;
   }
-  if (tDepth > 0) {
-    ThreadGroup& g = threadGroup();
+  // A non-blocking communicator runs its host calls (not isDeviceCall: host buffers, no stream) as asynchronous
+  // work: its group's, or a group of the call alone.
+  if (apiGroupDepth() > 0) {
+    GroupExtras& g = groupExtras();
     g.calls.push_back(GroupCall{st->comm, collective, count, dtype});
-    if (!st->blocking && hostCall(a, b, stream)) g.nonBlocking.push_back(comm->state);
+    if (!st->blocking && !isDeviceCall(a, b, stream)) g.nonBlocking.push_back(comm->state);
     return poisonGroup(fromStrata(issue(st->comm)));
   }
-  if (st->blocking || !hostCall(a, b, stream)) return fromStrata(issue(st->comm));
+  if (st->blocking || isDeviceCall(a, b, stream)) return fromStrata(issue(st->comm));
   strataGroupStart();
   const strataResult_t r = issue(st->comm);
   strataWork_t work = nullptr;
@@ -237,25 +228,23 @@ STRATA_NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm)
 
 // ---- groups ------------------------------------------------------------------------------------------------
 
-STRATA_NCCL_API(ncclResult_t, ncclGroupStart) {
-  ++tDepth;
-  ++threadGroup().depth;
-  return fromStrata(strataGroupStart());
-}
+// An NCCL group is the core's group (one depth, apiGroupDepth()); GroupExtras holds what NCCL adds to it.
+STRATA_NCCL_API(ncclResult_t, ncclGroupStart) { return fromStrata(strataGroupStart()); }
 
 namespace {
 
 // The end of the calling thread's group. `simInfo`: price its calls instead of running them; `discard`: drop
 // them (a refused ncclGroupSimulateEnd still leaves its group).
 ncclResult_t groupEnd(ncclSimInfo_t* simInfo, bool discard = false) {
-  ThreadGroup& g = threadGroup();
-  if (tDepth <= 0)
+  const int depth = apiGroupDepth();
+  if (depth <= 0)
     return fail(
         nullptr, ncclInvalidUsage,
         simInfo || discard ? "ncclGroupSimulateEnd without ncclGroupStart" : "ncclGroupEnd without ncclGroupStart");
-  --tDepth;
-  --g.depth;
-  if (tDepth > 0) return fromStrata(simInfo || discard ? discardApiGroup() : strataGroupEnd());
+  if (depth > 1) return fromStrata(simInfo || discard ? discardApiGroup() : strataGroupEnd());
+  // The outermost end. The core's group stays open (depth 1) until one of the core's ends below closes it; what
+  // runs before that (the creations, the pricing) makes only Strata's calls, which do not read the depth.
+  GroupExtras& g = groupExtras();
   auto creations = std::move(g.creations);
   auto creationStates = std::move(g.creationStates);
   auto nonBlocking = std::move(g.nonBlocking);

@@ -1,6 +1,7 @@
-// The NCCL drop-in's communicators: versions and ids, creation (blocking, non-blocking, inside a group, several
-// ids, all devices, grow), split and shrink, finalize, destroy, abort, revoke, queries, errors, suspend.
+// The NCCL drop-in's communicator handles and their life after creation: the handle registry (a destroyed handle
+// is refused, not read after free), errors, finalize, destroy, abort, revoke, queries, suspend and resume.
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -8,15 +9,10 @@
 #include <unordered_set>
 
 #include "core/c_api_internal.h"
-#include "kernels/cuda_loader.h"
-#include "nccl/nccl_env.h"
 #include "nccl/nccl_state.h"
 #include "util/error.h"
 #include "util/log.h"
 
-static_assert(sizeof(ncclUniqueId) == sizeof(strataUniqueId), "NCCL's unique id and Strata's have one size");
-static_assert(NCCL_SPLIT_NOCOLOR == STRATA_SPLIT_NOCOLOR);
-static_assert(NCCL_SHRINK_DEFAULT == STRATA_SHRINK_DEFAULT && NCCL_SHRINK_ABORT == STRATA_SHRINK_ABORT);
 static_assert(NCCL_REVOKE_DEFAULT == STRATA_REVOKE_DEFAULT);
 static_assert(int(ncclSuccess) == int(strataSuccess) && int(ncclUnhandledCudaError) == int(strataUnhandledCudaError) &&
               int(ncclSystemError) == int(strataSystemError) && int(ncclInternalError) == int(strataInternalError) &&
@@ -33,88 +29,6 @@ std::mutex gHandlesMutex;
 std::unordered_set<ncclComm_t>& liveHandles() {
   static auto* s = new std::unordered_set<ncclComm_t>();
   return *s;
-}
-
-int currentDevice() {
-  if (!cudaDriverLoaded()) return -1;  // a process that never loaded CUDA has no current device to bind
-  try {
-    int d = -1;
-    return cudaApi().getDevice(&d) == 0 ? d : -1;
-  } catch (const Error&) {
-    return -1;
-  }
-}
-
-strataUniqueId toStrata(const ncclUniqueId& id) {
-  strataUniqueId s;
-  std::memcpy(&s, &id, sizeof(s));
-  return s;
-}
-
-using Make = std::function<strataResult_t(strataComm_t*)>;
-
-// Runs one creation; the result lands in the state (and the caller's thread's last error, if it failed).
-void runCreation(const std::shared_ptr<CommState>& st, const Make& make) {
-  // On another thread (non-blocking, or a group's): the device the caller had current when it asked.
-  if (st->cudaDev >= 0) {
-    try {
-      cudaApi().setDevice(st->cudaDev);
-    } catch (const Error&) {
-    }
-  }
-  strataComm_t c = nullptr;
-  strataResult_t r = make(&c);
-  std::lock_guard<std::mutex> lk(st->mu);
-  if (r != strataSuccess) st->createError = strataGetLastError(nullptr);
-  if (r == strataSuccess && st->abandoned.load()) {
-    if (c) strataCommAbort(c);  // destroyed or aborted while it was being made
-    c = nullptr;
-  }
-  st->comm = c;
-  st->createResult.store(r, std::memory_order_release);
-}
-
-// Creates what `make` makes as the config asks: now (blocking), on a detached thread (non-blocking: the handle is
-// returned with ncclInProgress and ncclCommGetAsyncError reports the end), or at the outermost ncclGroupEnd when
-// called inside a group. `inherit`: the state whose settings a NULL config keeps (split, shrink).
-ncclResult_t create(ncclComm_t* out, const ncclConfig_t* config, const char* what, Make make,
-                    const CommState* inherit = nullptr) {
-  if (!out) return fail(nullptr, ncclInvalidArgument, std::string(what) + ": the communicator pointer is NULL");
-  *out = nullptr;
-  auto st = std::make_shared<CommState>();
-  if (inherit && !config) {
-    st->blocking = inherit->blocking;
-    st->name = inherit->name;
-  }
-  if (ncclResult_t r = applyConfig(config, *st, what); r != ncclSuccess) return r;
-  st->cudaDev = currentDevice();
-  ThreadGroup& g = threadGroup();
-  if (g.depth > 0) {
-    st->createResult.store(ncclInProgress);
-    g.creations.push_back([st, make] {
-      runCreation(st, make);
-      return static_cast<ncclResult_t>(st->createResult.load());
-    });
-    g.creationStates.push_back(st);
-    *out = newHandle(st);
-    return ncclSuccess;
-  }
-  if (st->blocking) {
-    runCreation(st, make);
-    const int r = st->createResult.load();
-    if (r != ncclSuccess) return static_cast<ncclResult_t>(r);  // Strata recorded why on this thread
-    if (!st->comm) return ncclSuccess;                          // NCCL_SPLIT_NOCOLOR: *out stays NULL
-    *out = newHandle(st);
-    logComm(*st, what);
-    return ncclSuccess;
-  }
-  st->createResult.store(ncclInProgress);
-  *out = newHandle(st);
-  std::thread([st, make, what] {
-    runCreation(st, make);
-    if (st->createResult.load() == ncclSuccess && st->comm) logComm(*st, what);
-  }).detach();
-  return ncclInProgress;
 }
 
 // Waits for the works a non-blocking communicator issued; returns the first failure.
@@ -204,7 +118,7 @@ CommState* usable(ncclComm_t comm, const char* what, ncclResult_t* err) {
   int r = st->createResult.load(std::memory_order_acquire);
   // A call on a communicator still being made (non-blocking) waits for it, as NCCL's calls would block on it.
   while (r == ncclInProgress) {
-    if (threadGroup().depth > 0 && !st->comm) {
+    if (apiGroupDepth() > 0 && !st->comm) {
       *err = fail(nullptr, ncclInvalidUsage,
                   std::string(what) + ": the communicator is created in this group; use it after ncclGroupEnd");
       return nullptr;
@@ -255,76 +169,12 @@ ncclResult_t fail(ncclComm_t comm, ncclResult_t code, const std::string& message
   return static_cast<ncclResult_t>(recordApiError(s, static_cast<strataResult_t>(code), message));
 }
 
-ncclResult_t applyConfig(const ncclConfig_t* config, CommState& state, const char* what) {
-  if (!config) return ncclSuccess;
-  if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int) || config->magic != NCCL_API_MAGIC) {
-    return fail(nullptr, ncclInvalidArgument,
-                strprintf("%s: the config (size %zu, magic 0x%x) was not initialised with NCCL_CONFIG_INITIALIZER",
-                          what, config->size, config->magic));
-  }
-  auto has = [&](size_t offset, size_t bytes) { return config->size >= offset + bytes; };
-  if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
-    if (config->blocking != 0 && config->blocking != 1)
-      return fail(nullptr, ncclInvalidArgument,
-                  strprintf("%s: config blocking %d is neither 0 nor 1", what, config->blocking));
-    state.blocking = config->blocking == 1;
-  }
-  if (has(offsetof(ncclConfig_t, commName), sizeof(char*)) && config->commName) state.name = config->commName;
-  // The rest shapes NCCL's kernels and networks (CTAs, clusters, traffic class, NVLS, ...): accepted, and named
-  // once so that nobody wonders whether it took effect.
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    std::string unused;
-    // Each field is read only if the caller's struct (possibly an older, smaller one) reaches it.
-    auto note = [&](const char* name, size_t offset) {
-      int v = NCCL_CONFIG_UNDEF_INT;
-      if (!has(offset, sizeof(int))) return;
-      std::memcpy(&v, reinterpret_cast<const char*>(config) + offset, sizeof(int));
-      if (v != NCCL_CONFIG_UNDEF_INT) unused += std::string(unused.empty() ? "" : ", ") + name;
-    };
-    note("cgaClusterSize", offsetof(ncclConfig_t, cgaClusterSize));
-    note("minCTAs", offsetof(ncclConfig_t, minCTAs));
-    note("maxCTAs", offsetof(ncclConfig_t, maxCTAs));
-    if (has(offsetof(ncclConfig_t, netName), sizeof(char*)) && config->netName)
-      unused += std::string(unused.empty() ? "" : ", ") + "netName";
-    note("splitShare", offsetof(ncclConfig_t, splitShare));
-    note("trafficClass", offsetof(ncclConfig_t, trafficClass));
-    note("collnetEnable", offsetof(ncclConfig_t, collnetEnable));
-    note("CTAPolicy", offsetof(ncclConfig_t, CTAPolicy));
-    note("shrinkShare", offsetof(ncclConfig_t, shrinkShare));
-    note("nvlsCTAs", offsetof(ncclConfig_t, nvlsCTAs));
-    note("nChannelsPerNetPeer", offsetof(ncclConfig_t, nChannelsPerNetPeer));
-    note("nvlinkCentricSched", offsetof(ncclConfig_t, nvlinkCentricSched));
-    note("graphUsageMode", offsetof(ncclConfig_t, graphUsageMode));
-    note("numRmaCtx", offsetof(ncclConfig_t, numRmaCtx));
-    note("maxP2pPeers", offsetof(ncclConfig_t, maxP2pPeers));
-    note("graphStreamOrdering", offsetof(ncclConfig_t, graphStreamOrdering));
-    if (!unused.empty())
-      STRATA_INFO(kLogInit, "NCCL config fields that Strata does not use (accepted, no effect): %s", unused.c_str());
-  });
-  return ncclSuccess;
-}
-
 }  // namespace strata::nccl
 
 using namespace strata;
 using namespace strata::nccl;
 
-// ---- versions, ids, errors -----------------------------------------------------------------------------
-
-STRATA_NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
-  ensureEnvironment();
-  if (!version) return fail(nullptr, ncclInvalidArgument, "ncclGetVersion: version is NULL");
-  *version = NCCL_VERSION_CODE;  // the API this library implements: stacks gate features on it
-  return ncclSuccess;
-}
-
-STRATA_NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
-  ensureEnvironment();
-  if (!uniqueId) return fail(nullptr, ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
-  if (commIdFromEnvironment(uniqueId)) return ncclSuccess;  // NCCL_COMM_ID
-  return fromStrata(strataGetUniqueId(reinterpret_cast<strataUniqueId*>(uniqueId)));
-}
+// ---- errors ----------------------------------------------------------------------------------------------
 
 STRATA_NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
   switch (static_cast<int>(result)) {
@@ -353,166 +203,6 @@ STRATA_NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
     if (st->comm) return strataGetLastError(st->comm);
   }
   return strataGetLastError(nullptr);
-}
-
-// ---- creation ------------------------------------------------------------------------------------------
-
-STRATA_NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
-                ncclConfig_t* config) {
-  ensureEnvironment();
-  const strataUniqueId id = toStrata(commId);
-  return create(comm, config, "ncclCommInitRankConfig", [=](strataComm_t* c) {
-    return prepareRoot(commId, rank) ? strataCommInitRank(c, nranks, id, rank) : strataSystemError;
-  });
-}
-
-STRATA_NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  return pncclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
-}
-
-STRATA_NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
-                ncclUniqueId* commIds, ncclConfig_t* config) {
-  ensureEnvironment();
-  if (nId < 1 || !commIds)
-    return fail(nullptr, ncclInvalidArgument,
-                strprintf("ncclCommInitRankScalable: nId %d with commIds %p: at least one id is needed", nId,
-                          static_cast<void*>(commIds)));
-  // One Strata root serves any number of ranks: the first id is the rendezvous, the others are not needed.
-  return pncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
-}
-
-STRATA_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
-  ensureEnvironment();
-  if (!comms || ndev < 1)
-    return fail(nullptr, ncclInvalidArgument,
-                strprintf("ncclCommInitAll: comms %p, ndev %d (must be >= 1)", static_cast<void*>(comms), ndev));
-  int count = 0;
-  try {
-    int driver = 0, runtime = 0;
-    std::string why;
-    if (cudaApi().probe(&count, &driver, &runtime, &why) != 0) throw CudaError(why);
-  } catch (const Error& e) {
-    return fail(nullptr, ncclUnhandledCudaError,
-                strprintf("ncclCommInitAll makes one communicator per CUDA device of this process, and CUDA cannot be "
-                          "used here (%s). For host buffers, make one communicator per process or thread with "
-                          "ncclCommInitRank",
-                          e.what()));
-  }
-  for (int i = 0; i < ndev; ++i) {
-    const int dev = devlist ? devlist[i] : i;
-    if (dev < 0 || dev >= count)
-      return fail(
-          nullptr, ncclInvalidArgument,
-          strprintf("ncclCommInitAll: device %d (entry %d) is not one of this process's %d devices", dev, i, count));
-  }
-  ncclUniqueId id;
-  if (ncclResult_t r = pncclGetUniqueId(&id); r != ncclSuccess) return r;
-  std::vector<ncclResult_t> results(static_cast<size_t>(ndev), ncclSuccess);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < ndev; ++i) {
-    threads.emplace_back([&, i] {
-      cudaApi().setDevice(devlist ? devlist[i] : i);
-      results[static_cast<size_t>(i)] = pncclCommInitRank(&comms[i], ndev, id, i);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (ncclResult_t r : results)
-    if (r != ncclSuccess) {
-      for (int i = 0; i < ndev; ++i) pncclCommAbort(comms[i]);
-      return fail(nullptr, r, "ncclCommInitAll: a communicator could not be created");
-    }
-  return ncclSuccess;
-}
-
-STRATA_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                ncclConfig_t* config) {
-  ncclResult_t err;
-  CommState* parent = active(comm, "ncclCommSplit", &err);
-  if (!parent) return err;
-  strataComm_t s = parent->comm;
-  if (color == NCCL_SPLIT_NOCOLOR) {
-    // Takes part in the split and gets no communicator: done now whatever the config says.
-    if (!newcomm) return fail(comm, ncclInvalidArgument, "ncclCommSplit: newcomm is NULL");
-    *newcomm = nullptr;
-    strataComm_t none = nullptr;
-    return fromStrata(strataCommSplit(s, STRATA_SPLIT_NOCOLOR, key, &none, nullptr));
-  }
-  return create(
-      newcomm, config, "ncclCommSplit", [=](strataComm_t* c) { return strataCommSplit(s, color, key, c, nullptr); },
-      parent);
-}
-
-STRATA_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-                ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  ncclResult_t err;
-  CommState* parent = active(comm, "ncclCommShrink", &err);
-  if (!parent) return err;
-  strataComm_t s = parent->comm;
-  std::vector<int> excluded;
-  if (excludeRanksList && excludeRanksCount > 0)
-    excluded.assign(excludeRanksList, excludeRanksList + excludeRanksCount);
-  if (excludeRanksCount > 0 && !excludeRanksList)
-    return fail(comm, ncclInvalidArgument, "ncclCommShrink: excludeRanksList is NULL");
-  return create(
-      newcomm, config, "ncclCommShrink",
-      [=](strataComm_t* c) { return strataCommShrink(s, excluded.data(), excludeRanksCount, c, nullptr, shrinkFlags); },
-      parent);
-}
-
-STRATA_NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
-  ncclResult_t err;
-  CommState* st = active(comm, "ncclCommGetUniqueId", &err);
-  if (!st) return err;
-  if (!uniqueId) return fail(comm, ncclInvalidArgument, "ncclCommGetUniqueId: uniqueId is NULL");
-  std::lock_guard<std::mutex> lk(st->mu);
-  if (st->growIdIssued)
-    return fail(comm, ncclInvalidUsage,
-                "ncclCommGetUniqueId: the id given before has not been used by ncclCommGrow yet");
-  if (strataResult_t r = strataGetUniqueId(reinterpret_cast<strataUniqueId*>(uniqueId)); r != strataSuccess)
-    return fromStrata(r);
-  st->growIdIssued = true;
-  return ncclSuccess;
-}
-
-// Grow: a new communicator of nRanks, made by a new rendezvous that the existing ranks (keeping their ranks) and
-// the new ones (ranks from the old size up) join. The existing root passes the id from ncclCommGetUniqueId; the
-// other existing ranks pass NULL and get it from the root over the old communicator.
-STRATA_NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
-                ncclComm_t* newcomm, ncclConfig_t* config) {
-  ensureEnvironment();
-  if (!comm) {
-    if (!uniqueId || rank < 0 || rank >= nRanks)
-      return fail(nullptr, ncclInvalidArgument,
-                  strprintf("ncclCommGrow (a new rank): needs the unique id and a rank in [0, %d); got id %p, rank %d",
-                            nRanks, static_cast<const void*>(uniqueId), rank));
-    const strataUniqueId id = toStrata(*uniqueId);
-    return create(newcomm, config, "ncclCommGrow",
-                  [=](strataComm_t* c) { return strataCommInitRank(c, nRanks, id, rank); });
-  }
-  ncclResult_t err;
-  CommState* st = active(comm, "ncclCommGrow", &err);
-  if (!st) return err;
-  int me = 0, size = 0;
-  strataCommUserRank(st->comm, &me);
-  strataCommCount(st->comm, &size);
-  if (rank != -1 || nRanks <= size)
-    return fail(comm, ncclInvalidArgument,
-                strprintf("ncclCommGrow on rank %d of %d: an existing rank passes rank -1 and nRanks > %d (got rank "
-                          "%d, nRanks %d)",
-                          me, size, size, rank, nRanks));
-  if (me == 0 && !uniqueId)
-    return fail(comm, ncclInvalidArgument, "ncclCommGrow on rank 0: the root passes the id of ncclCommGetUniqueId");
-  ncclUniqueId id{};
-  if (me == 0) id = *uniqueId;
-  if (strataResult_t r = strataBroadcast(&id, &id, sizeof(id), strataUint8, 0, st->comm, nullptr); r != strataSuccess)
-    return fromStrata(r);
-  if (me == 0) {
-    std::lock_guard<std::mutex> lk(st->mu);
-    st->growIdIssued = false;
-  }
-  const strataUniqueId sid = toStrata(id);
-  return create(
-      newcomm, config, "ncclCommGrow", [=](strataComm_t* c) { return strataCommInitRank(c, nRanks, sid, me); }, st);
 }
 
 // ---- the end of a communicator ------------------------------------------------------------------------------

@@ -116,16 +116,16 @@ bool retireHandle(ncclComm_t comm);
 /// the default config.
 ncclResult_t applyConfig(const ncclConfig_t* config, CommState& state, const char* what);
 
-/// The calling thread's NCCL group: depth, non-blocking communicators with host work in it, and the calls seen
-/// (for ncclGroupSimulateEnd).
+/// What the calling thread's NCCL group holds beside the core's group. The group is the core's (ncclGroupStart is
+/// strataGroupStart; its depth is apiGroupDepth()); NCCL adds the non-blocking communicators with host work in it,
+/// the calls seen (for ncclGroupSimulateEnd), the creations it holds and its first refused call.
 struct GroupCall {
   strataComm_t comm;
   int collective;  ///< strataCollective_t, or -1 for send/recv
   size_t count;
   ncclDataType_t dtype;
 };
-struct ThreadGroup {
-  int depth = 0;
+struct GroupExtras {
   std::vector<std::shared_ptr<CommState>> nonBlocking;
   std::vector<GroupCall> calls;
   /// Communicators whose creation was called inside the group: created together at the outermost end.
@@ -135,6 +135,6 @@ struct ThreadGroup {
   ncclResult_t error = ncclSuccess;
   std::string errorMessage;
 };
-ThreadGroup& threadGroup();
+GroupExtras& groupExtras();
 
 }  // namespace strata::nccl
