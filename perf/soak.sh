@@ -3,7 +3,7 @@
 # all-to-all, send/recv rings, barriers; every dtype and operator, counts 0 to 1 Mi, roots, in place or not,
 # blocking, grouped and asynchronous; splits into random colors, shrinks, nested splits, aborts, revokes and
 # re-created worlds), every result checked exactly, while each rank samples its RSS, malloc's bytes in use, open
-# descriptors, threads and /dev/shm mappings, and rank 0 the /dev/shm/strata-* names (perf/soak.cc; strata_soak
+# descriptors, threads and /dev/shm mappings, and rank 0 the /dev/shm/strata-* names (perf/soak/; strata_soak
 # --help). It fails on a wrong result, a failed call, a hang (a hard timeout of the duration plus a margin), or when
 # the steady state (the largest sample of the last 20% of the run; for the heap the least) exceeds the baseline (the
 # same of the first 20%, after the first split and re-create) by more than the slack: 32 MiB of RSS, 8 MiB of heap,

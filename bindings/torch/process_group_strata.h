@@ -127,7 +127,7 @@ class ProcessGroupStrata : public c10d::Backend {
   strataComm_t comm() const { return comm_; }
 
  private:
-  struct Call;  // one torch call's Strata calls, staged tensors and copies back (process_group_strata.cc)
+  struct Call;  // one torch call's Strata calls, staged tensors and copies back (process_group_call.h)
   struct Launch;
 
   void startCompletionThread();
