@@ -19,20 +19,6 @@ const char* collName(CollKind k) {
   return "invalid";
 }
 
-CollArgs makeCollArgs(CollKind kind, int nranks, int rank, size_t count, size_t chunkElems, int root, int peer,
-                      bool inPlace) {
-  CollArgs a;
-  a.kind = kind;
-  a.nranks = nranks;
-  a.rank = rank;
-  a.count = count;
-  a.root = root;
-  a.peer = peer;
-  a.inPlace = inPlace;
-  a.chunkElems = chunkElems;
-  return a;
-}
-
 size_t segmentCount(size_t count, int n, int i) {
   if (n < 1 || i < 0 || i >= n) return 0;
   const size_t un = static_cast<size_t>(n), ui = static_cast<size_t>(i);

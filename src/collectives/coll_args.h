@@ -44,8 +44,20 @@ struct CollArgs {
 /// One rank's arguments for a call: collective `kind` of `count` elements (counted as CollArgs says) on rank `rank` of
 /// `nranks`, in chunks of at most chunkElems; root, peer and in place as the call has them. hostOf stays empty (one
 /// host): a caller with several hosts sets it.
-CollArgs makeCollArgs(CollKind kind, int nranks, int rank, size_t count, size_t chunkElems, int root = 0, int peer = -1,
-                      bool inPlace = false);
+/// Inline: the host executor builds one per call on its small-message path.
+inline CollArgs makeCollArgs(CollKind kind, int nranks, int rank, size_t count, size_t chunkElems, int root = 0,
+                             int peer = -1, bool inPlace = false) {
+  CollArgs a;
+  a.kind = kind;
+  a.nranks = nranks;
+  a.rank = rank;
+  a.count = count;
+  a.root = root;
+  a.peer = peer;
+  a.inPlace = inPlace;
+  a.chunkElems = chunkElems;
+  return a;
+}
 
 /// Element counts of the n near-equal segments a ring cuts `count` into (the first count % n get one
 /// more), and the offset of segment i.
