@@ -34,9 +34,9 @@ ConnectionTable::ConnectionTable(int rank, const Config& config, PeerExchange& e
     : rank_(rank), config_(config), exchange_(exchange), sameHost_(std::move(sameHost)), conns_(sameHost_.size()) {}
 
 std::string ConnectionTable::transportFor(int peer) const {
-  // STRATA_TRANSPORT=tcp|ucx forces that transport for every peer; otherwise (auto, shm) peers on this host
-  // use shm and peers on other hosts STRATA_NET.
-  if (config_.transport == "tcp" || config_.transport == "ucx") return config_.transport;
+  // STRATA_TRANSPORT=auto or shm: peers on this host use shm and peers on other hosts STRATA_NET; any other
+  // choice (tcp, ucx: the config table lists them) is that transport for every peer.
+  if (config_.transport != "auto" && config_.transport != "shm") return config_.transport;
   return sameHost_[static_cast<size_t>(peer)] ? "shm" : config_.net;
 }
 

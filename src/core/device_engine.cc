@@ -306,10 +306,8 @@ void DeviceEngine::enqueueCalls(std::span<const CollCall> calls, void* stream, i
 // nothing (in place, a barrier): one device copy instead of a round trip through host memory. PreMulSum scales,
 // and send/recv to self pair calls of a group: those are staged.
 bool DeviceEngine::soloCopy(const CollCall& c, void* stream) {
-  if (host_.size() != 1 || c.kind == CollKind::kSend || c.kind == CollKind::kRecv) return false;
-  if (static_cast<int>(c.op) >= strataNumOps &&
-      (c.kind == CollKind::kAllReduce || c.kind == CollKind::kReduceScatter || c.kind == CollKind::kReduce))
-    return false;
+  if (host_.size() != 1 || isP2P(c.kind)) return false;
+  if (static_cast<int>(c.op) >= strataNumOps && isReducing(c.kind)) return false;
   size_t sendElems = 0, recvElems = 0;
   callBufferElems(c, host_.size(), host_.rank(), &sendElems, &recvElems);
   const size_t bytes = std::min(sendElems, recvElems) * dtypeSize(c.dtype);
