@@ -174,7 +174,7 @@ c10::intrusive_ptr<StrataWork> ProcessGroupStrata::deviceWork(c10d::OpType opTyp
   std::vector<c10::Device> futureDevices;
   if (!device.is_cpu()) futureDevices.push_back(device);
   auto work = c10::make_intrusive<StrataWork>(rank_, opType, seq, name, std::move(outputs), futureDevices);
-  work->completeOnStream(streams.record(commStream), &streams, device, commStream);
+  work->completeOnStream(streams.record(commStream), &streams, device, commStream, comm_);
   return work;
 }
 

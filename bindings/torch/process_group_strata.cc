@@ -59,8 +59,12 @@ class TimeoutEnv {
 ProcessGroupStrata::ProcessGroupStrata(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                        c10::intrusive_ptr<Options> options)
     : Backend(rank, size), store_(store), options_(std::move(options)) {
+  // The store may outlive the group (torchrun's agent store does) and torch names a re-created group as it named
+  // the last one, so a fixed key would hand a rank that reads it early the last generation's id, whose root is
+  // gone. Each rank counts the groups it has made on this store: its n-th group meets rank 0's n-th.
+  const int64_t generation = store->add("strata_generation/" + std::to_string(rank), 1);
+  const std::string key = "strata_unique_id/" + std::to_string(generation);
   strataUniqueId id;
-  const std::string key = "strata_unique_id";
   if (rank == 0) {
     check(strataGetUniqueId(&id), "strataGetUniqueId");
     const auto* bytes = reinterpret_cast<const uint8_t*>(&id);

@@ -2,7 +2,10 @@
 
 #include <ATen/core/jit_type.h>
 
+#include <string>
 #include <utility>
+
+#include "result_error.h"
 
 namespace strata::torch_backend {
 
@@ -19,7 +22,7 @@ void StrataWork::addOutputs(const std::vector<at::Tensor>& outputs) {
 }
 
 bool StrataWork::isCompleted() {
-  if (end_) return end_->query();
+  if (end_) return asyncError() != nullptr || end_->query();
   std::lock_guard<std::mutex> lock(mutex_);
   return completed_;
 }
@@ -43,6 +46,8 @@ void StrataWork::synchronize() {
 bool StrataWork::wait(std::chrono::milliseconds timeout) {
   if (end_) {
     // Stream-ordered: the caller's stream waits for the collective; the host goes on (as ProcessGroupNCCL).
+    // What failed since the call was enqueued is raised here, not only through getError() and the next call.
+    if (std::exception_ptr error = asyncError()) std::rethrow_exception(error);
     synchronize();
     return true;
   }
@@ -59,6 +64,22 @@ bool StrataWork::wait(std::chrono::milliseconds timeout) {
 
 c10::intrusive_ptr<c10::ivalue::Future> StrataWork::getFuture() { return future_; }
 
+std::exception_ptr StrataWork::asyncError() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (exception_) return exception_;
+  }
+  strataResult_t async = strataSuccess;
+  if (comm_ == nullptr || strataCommGetAsyncError(comm_, &async) != strataSuccess || async == strataSuccess)
+    return nullptr;
+  const std::string what = std::string(c10d::opTypeToString(opType_)) + " (sequence number " + std::to_string(seq_) +
+                           ") on rank " + std::to_string(rank_);
+  std::exception_ptr error = resultError(async, what, strataGetLastError(comm_));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!exception_) exception_ = error;
+  return exception_;
+}
+
 void StrataWork::complete(std::exception_ptr exception) {
   finish(exception);
   if (exception) {
@@ -69,8 +90,9 @@ void StrataWork::complete(std::exception_ptr exception) {
 }
 
 void StrataWork::completeOnStream(std::shared_ptr<DeviceEvent> end, DeviceStreams* streams, c10::Device device,
-                                  const c10::Stream& commStream) {
+                                  const c10::Stream& commStream, strataComm_t comm) {
   end_ = std::move(end);
+  comm_ = comm;
   streams_ = streams;
   device_ = device;
   {

@@ -18,7 +18,9 @@ namespace strata::torch_backend {
 /// Host tensors: the group runs asynchronously in Strata (strataGroupEndAsync) and the backend's completion
 /// thread finishes the Work (copies back, then isCompleted() true, the Future set) when Strata reports the end.
 /// Device tensors: the group was enqueued on the communication stream; the Work is complete when the end event
-/// is, and wait() / synchronize() make the caller's current stream wait for that event, not the host.
+/// is, and wait() / synchronize() make the caller's current stream wait for that event, not the host. Errors found
+/// after the call returned are the communicator's asynchronous error: wait() raises it, isCompleted() reports it
+/// (as ProcessGroupNCCL's Work does with ncclCommGetAsyncError).
 class StrataWork : public c10d::Work {
  public:
   StrataWork(int rank, c10d::OpType opType, uint64_t seq, const char* profilingTitle, std::vector<at::Tensor> outputs,
@@ -39,7 +41,7 @@ class StrataWork : public c10d::Work {
   void complete(std::exception_ptr exception);
   /// Device work: the end event and the streams model; the Work and its Future complete now (stream-ordered).
   void completeOnStream(std::shared_ptr<DeviceEvent> end, DeviceStreams* streams, c10::Device device,
-                        const c10::Stream& commStream);
+                        const c10::Stream& commStream, strataComm_t comm);
 
  private:
   const uint64_t seq_;
@@ -49,6 +51,10 @@ class StrataWork : public c10d::Work {
   std::shared_ptr<DeviceEvent> end_;
   DeviceStreams* streams_ = nullptr;
   std::optional<c10::Device> device_;
+  strataComm_t comm_ = nullptr;  // a handle no longer live is refused by Strata, never touched
+
+  /// Device work: records the communicator's asynchronous error as this Work's exception; returns it (or null).
+  std::exception_ptr asyncError();
 };
 
 }  // namespace strata::torch_backend

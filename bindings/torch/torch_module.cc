@@ -74,7 +74,10 @@ PYBIND11_MODULE(_strata_torch, m) {
   py::class_<StreamTestBackend>(m, "_StreamTestBackend")
       .def_property_readonly("backend", [](const StreamTestBackend& t) { return t.backend; })
       .def("log", [](const StreamTestBackend& t) { return t.streams->log(); })
-      .def("note", [](const StreamTestBackend& t, const std::string& line) { t.streams->note(line); });
+      .def("note", [](const StreamTestBackend& t, const std::string& line) { t.streams->note(line); })
+      .def(
+          "revoke", [](const StreamTestBackend& t) { return static_cast<int>(strataCommRevoke(t.backend->comm(), 0)); },
+          "strataCommRevoke of the backend's communicator: its asynchronous error from then on.");
   m.def(
       "_stream_test_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {

@@ -69,7 +69,11 @@ IoStatus readFrame(int fd, Deadline deadline, MsgType& type, std::vector<uint8_t
 }  // namespace
 
 BootstrapNetwork::BootstrapNetwork(const Config& config, const UniqueIdInfo& id, int rank)
-    : config_(config), secret_(id.secret), rank_(rank), rootAddr_(sockAddrFromRaw(id.family, id.addr, id.port)) {}
+    : config_(config),
+      secret_(id.secret),
+      rank_(rank),
+      rootAddr_(sockAddrFromRaw(id.family, id.addr, id.port)),
+      rootListening_(id.rootListening) {}
 
 std::shared_ptr<BootstrapNetwork> BootstrapNetwork::connect(const Config& config, const UniqueIdInfo& id, int rank,
                                                             int nranks) {
@@ -94,7 +98,7 @@ void BootstrapNetwork::handshake(int nranks, Deadline deadline) {
   // An unknown interface name is a configuration error: report it before waiting on the network.
   if (!config_.socketIfname.empty()) localAddress_ = interfaceAddress(config_.socketIfname);
 
-  fd_ = connectWithRetry(rootAddr_, deadline, who);
+  fd_ = connectWithRetry(rootAddr_, deadline, who, rootListening_);
 
   MsgType type;
   std::vector<uint8_t> payload;

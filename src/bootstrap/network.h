@@ -94,6 +94,7 @@ class BootstrapNetwork {
   const std::array<uint8_t, 16> secret_;
   const int rank_;
   const bootstrap_io::SockAddr rootAddr_;
+  const bool rootListening_;  // UniqueIdInfo::rootListening
   bootstrap_io::Fd fd_;
   std::string localAddress_;
   std::vector<BootstrapPeer> peers_;

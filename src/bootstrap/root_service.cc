@@ -421,6 +421,7 @@ UniqueIdInfo startRootService(const Config& config, const std::string& bindAddr,
   info.port = actualPort;
   info.secret = secret;
   fillRandomOrUrandom(&info.nonce, sizeof(info.nonce), "bootstrap: ");
+  info.rootListening = true;  // the socket listens from here on
 
   auto service = std::make_unique<RootService>(config, std::move(fd), secret, nranksHint, adv.str());
   // Only an ephemeral port's id is one of a kind: an environment launch's root (a fixed port, a nonce derived

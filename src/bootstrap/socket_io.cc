@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "util/config.h"
@@ -245,10 +246,11 @@ int tryConnect(int fd, const SockAddr& addr, Deadline deadline) {
 
 }  // namespace
 
-Fd connectWithRetry(const SockAddr& addr, Deadline deadline, const std::string& who) {
+Fd connectWithRetry(const SockAddr& addr, Deadline deadline, const std::string& who, bool rootListening) {
   auto sleep = std::chrono::milliseconds(5);
   int lastErr = 0;
   int attempts = 0;
+  std::optional<Clock::time_point> firstRefusal;
   for (;;) {
     Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) STRATA_THROW_SYS(who + ": socket()");
@@ -264,6 +266,17 @@ Fd connectWithRetry(const SockAddr& addr, Deadline deadline, const std::string& 
                      lastErr == ENETUNREACH || lastErr == ECONNRESET || lastErr == ECONNABORTED || lastErr == EAGAIN ||
                      lastErr == EADDRNOTAVAIL;
     if (!transient) throw SysError(who + ": connect to bootstrap root " + addr.str(), lastErr);
+    if (lastErr != ECONNREFUSED) {
+      firstRefusal.reset();
+    } else if (!firstRefusal) {
+      firstRefusal = Clock::now();
+    } else if (rootListening && Clock::now() - *firstRefusal >= std::chrono::milliseconds(kRefusedGraceMs)) {
+      throw RemoteError(strprintf(
+          "%s: the bootstrap root %s refused %d connections over %d ms: its process has ended or destroyed it "
+          "(the id was made by strataGetUniqueId, whose root listens before the id exists). An id from an "
+          "earlier run or an earlier generation of the group?",
+          who.c_str(), addr.str().c_str(), attempts, kRefusedGraceMs));
+    }
     if (deadline.expired() || Clock::now() + sleep >= deadline.at) {
       throw TimeoutError(
           strprintf("%s: could not connect to bootstrap root %s before the deadline "

@@ -105,7 +105,11 @@ void configureStream(int fd);
 bool isSelfConnected(int fd);
 /// Connects to `addr`, retrying refused/unreachable attempts with short sleeps until `deadline` (the
 /// root may not be listening yet). Throws TimeoutError with `who` and the last error when it runs out.
-Fd connectWithRetry(const SockAddr& addr, Deadline deadline, const std::string& who);
+/// With `rootListening` (the root listened before its address was handed out) refusals for more than
+/// kRefusedGraceMs mean nobody listens there any more: RemoteError at once, not a wait for the deadline.
+Fd connectWithRetry(const SockAddr& addr, Deadline deadline, const std::string& who, bool rootListening = false);
+/// How long a root that listened before its id existed may refuse connections before it counts as gone.
+inline constexpr int kRefusedGraceMs = 1000;
 
 enum class IoStatus { kOk, kEof, kTimeout };
 /// Reads exactly `n` bytes. kEof when the peer closed (even mid-way); throws SysError on socket errors.

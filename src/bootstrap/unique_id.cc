@@ -1,6 +1,7 @@
 // Unique id layout (128 bytes, integers little-endian except the address, which stays in network order):
 //   [0,4) magic  [4] version  [5] family  [6,8) port  [8,24) address  [24,40) secret  [40,48) nonce
-//   [48,56) SipHash of bytes [0,48) under a fixed key   [56,128) zero
+//   [48] flags (bit 0: the root was listening when the id was made)  [49,56) zero
+//   [56,64) SipHash of bytes [0,56) under a fixed key   [64,128) zero
 // The checksum and the zero tail let decodeUniqueId reject garbage or a truncated copy with a clear
 // error instead of connecting somewhere random.
 #include "bootstrap/unique_id.h"
@@ -17,9 +18,11 @@
 namespace strata {
 namespace {
 
-constexpr uint8_t kUniqueIdVersion = 1;
-constexpr size_t kChecksumOffset = 48;
-constexpr size_t kUsedBytes = 56;
+constexpr uint8_t kUniqueIdVersion = 2;  // 2: the flags byte
+constexpr size_t kFlagsOffset = 48;
+constexpr uint8_t kFlagRootListening = 1;
+constexpr size_t kChecksumOffset = 56;
+constexpr size_t kUsedBytes = 64;
 // Not a secret: it only makes the checksum a function no other format computes by accident.
 constexpr std::array<uint8_t, 16> kChecksumKey = {'s', 't', 'r', 'a', 't', 'a', '-', 'u',
                                                   'n', 'i', 'q', 'u', 'e', '-', 'i', 'd'};
@@ -47,6 +50,7 @@ strataUniqueId encodeUniqueId(const UniqueIdInfo& info) {
   std::memcpy(b + 8, info.addr, 16);
   std::memcpy(b + 24, info.secret.data(), 16);
   putLe(b + 40, info.nonce, 8);
+  b[kFlagsOffset] = info.rootListening ? kFlagRootListening : 0;
   putLe(b + kChecksumOffset, sipHash24(kChecksumKey, b, kChecksumOffset), 8);
   return id;
 }
@@ -67,9 +71,12 @@ UniqueIdInfo decodeUniqueId(const strataUniqueId& id) {
   if (getLe(b + kChecksumOffset, 8) != sipHash24(kChecksumKey, b, kChecksumOffset)) {
     throw InvalidArgument("unique id: checksum mismatch: the id was corrupted or truncated on its way to this rank");
   }
-  for (size_t i = kUsedBytes; i < STRATA_UNIQUE_ID_BYTES; ++i) {
+  for (size_t i = kFlagsOffset + 1; i < STRATA_UNIQUE_ID_BYTES; ++i) {
+    if (i >= kChecksumOffset && i < kUsedBytes) continue;
     if (b[i] != 0) throw InvalidArgument(strprintf("unique id: reserved byte %zu is not zero", i));
   }
+  if ((b[kFlagsOffset] & ~kFlagRootListening) != 0)
+    throw InvalidArgument(strprintf("unique id: unknown flags 0x%02x", b[kFlagsOffset]));
   UniqueIdInfo info;
   info.magic = magic;
   info.family = b[5];
@@ -81,6 +88,7 @@ UniqueIdInfo decodeUniqueId(const strataUniqueId& id) {
   std::memcpy(info.addr, b + 8, 16);
   std::memcpy(info.secret.data(), b + 24, 16);
   info.nonce = getLe(b + 40, 8);
+  info.rootListening = (b[kFlagsOffset] & kFlagRootListening) != 0;
   return info;
 }
 

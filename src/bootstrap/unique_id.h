@@ -16,6 +16,9 @@ struct UniqueIdInfo {
   uint16_t port = 0;                 // root port, host byte order
   std::array<uint8_t, 16> secret{};  // MAC key
   uint64_t nonce = 0;                // distinguishes ids made in one process
+  /// The root listened before the id existed (strataGetUniqueId), so a refused connection means its process is
+  /// gone, not that it has not started yet (an id made from the environment before its root starts).
+  bool rootListening = false;
 };
 /// First four bytes of every encoded unique id ("STRI" in memory order).
 constexpr uint32_t kUniqueIdMagic = 0x49525453;

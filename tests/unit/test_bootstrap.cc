@@ -174,6 +174,10 @@ TEST(UniqueId, RoundTrip) {
   EXPECT_EQ(out.port, in.port);
   EXPECT_EQ(out.secret, in.secret);
   EXPECT_EQ(out.nonce, in.nonce);
+  EXPECT_FALSE(out.rootListening);
+  UniqueIdInfo listening = in;
+  listening.rootListening = true;
+  EXPECT_TRUE(decodeUniqueId(encodeUniqueId(listening)).rootListening);
 
   UniqueIdInfo v6 = in;
   v6.family = AF_INET6;
@@ -291,6 +295,41 @@ TEST(Bootstrap, DistinctIdsGiveDistinctCommIds) {
   auto ba = Bootstrap::connect(testConfig(), a, 0, 1);
   auto bb = Bootstrap::connect(testConfig(), b, 0, 1);
   EXPECT_NE(ba->commId(), bb->commId());
+}
+
+// An address on loopback where nobody listens (a port bound, then closed).
+UniqueIdInfo idOfAGoneRoot(bool rootListening) {
+  bootstrap_io::Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  EXPECT_EQ(getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+  UniqueIdInfo id;
+  id.magic = kUniqueIdMagic;
+  id.family = AF_INET;
+  std::memcpy(id.addr, &a.sin_addr, 4);
+  id.port = ntohs(a.sin_port);
+  id.secret = randomSecret();
+  id.rootListening = rootListening;
+  return id;
+}
+
+// Issue 30: a rank handed an id whose root has gone (the last generation's, read from a store that outlived it)
+// fails at once naming the root, instead of retrying "connection refused" until the deadline (60 s here).
+TEST(Bootstrap, RootGoneFromAListeningIdFailsFast) {
+  EXPECT_TRUE(startLocalRoot(1).rootListening);
+  const UniqueIdInfo gone = idOfAGoneRoot(true);
+  try {
+    Bootstrap::connect(testConfig(60000), gone, 1, 2);
+    ADD_FAILURE() << "connected to a root that is gone";
+  } catch (const RemoteError& e) {
+    EXPECT_TRUE(contains(e.what(), "refused"));
+    EXPECT_TRUE(contains(e.what(), "127.0.0.1:" + std::to_string(gone.port)));
+  }
+  // An id from the environment may come before its root listens: refusals are retried until the deadline.
+  EXPECT_THROW(Bootstrap::connect(testConfig(1500), idOfAGoneRoot(false), 1, 2), TimeoutError);
 }
 
 TEST(Bootstrap, InvalidArguments) {

@@ -380,8 +380,10 @@ class StrataBackend(_C10dBackend):
 
 
 def _init_from_store(store, rank: int, size: int, timeout) -> Communicator:
-    """Rank 0 makes the unique id and publishes it in the group's store; every rank joins with it."""
-    key = "strata_unique_id"
+    """Rank 0 makes the unique id and publishes it in the group's store; every rank joins with it. The key is
+    numbered by how many groups this rank has made on the store, as the C++ backend's is: a store that outlives
+    the group must not hand the last generation's id to this one."""
+    key = f"strata_unique_id/{store.add(f'strata_generation/{rank}', 1)}"
     if rank == 0:
         uid = _comm.get_unique_id()
         store.set(key, uid)

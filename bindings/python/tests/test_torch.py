@@ -27,6 +27,48 @@ def test_fsdp2_matches_gloo():
     assert out.count("equal at every step: True") == 2, out
 
 
+@pytest.mark.parametrize("backend", ["gloo", "strata"])
+def test_group_recreated_on_a_store_that_outlives_it(backend):
+    # Issue 30, finding 1: the store keeps the last generation's unique id; the re-created group must not use it.
+    out = launch(2, "torch_reinit", backend, 3, timeout=120)
+    assert out.count(f"{backend} re-created 3 times") == 2, out
+
+
+_ONE_LIBRARY = r"""
+import glob, os, signal, sys, time
+from datetime import timedelta
+import numpy as np
+import torch, torch.distributed as dist
+import strata, strata.torch
+from strata import _strata_torch
+
+out = sys.argv[1]
+comm = strata.init(0, 1, strata.get_unique_id())
+comm.all_reduce(np.ones(4, np.float32))
+pg = _strata_torch.ProcessGroupStrata(dist.HashStore(), 0, 1, timedelta(seconds=60))
+pg.allreduce([torch.ones(4)], dist.AllreduceOptions()).wait()
+os.kill(os.getpid(), signal.SIGUSR1)  # dumps the flight recorder of every live communicator of the library
+deadline = time.monotonic() + 20
+while len(glob.glob(os.path.join(out, "*.json"))) < 2 and time.monotonic() < deadline:
+    time.sleep(0.05)
+libs = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libstrata.so" in line})
+print("dumps", len(glob.glob(os.path.join(out, "*.json"))), "libraries", libs)
+comm.destroy()
+"""
+
+
+def test_one_library_serves_both_modules(tmp_path):
+    # Issue 30, finding 2: strata._strata and strata._strata_torch load one libstrata, so one flight recorder (one
+    # SIGUSR1 handler, one registry) holds the communicators of both; with a copy in each, the second copy finds
+    # the first's handler installed and its communicators are never dumped.
+    env = dict(os.environ, STRATA_FLIGHT_RECORDER_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, "-c", _ONE_LIBRARY, str(tmp_path)], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stdout
+    assert "dumps 2 " in p.stdout, p.stdout
+    assert re.search(r"libraries \['[^']*libstrata\.so[^']*'\]", p.stdout), p.stdout
+
+
 def _stream_backend():
     """A one-rank ProcessGroupStrata whose tensors take the device path through the recording stream model
     (RecordingDeviceStreams): the order of stream operations a GPU would see, checked without one."""
@@ -69,6 +111,22 @@ def test_stream_order_of_a_collective():
     assert work.is_completed() and t.log()[-1] == "query e2"
     assert torch.equal(x, torch.arange(6, dtype=torch.float32).reshape(2, 3).t())  # one rank: the sum is itself
     assert torch.equal(work.get_future().wait()[0], x)
+
+
+def test_device_work_raises_the_communicators_asynchronous_error():
+    # Issue 30, finding 5: an error found after a device call was enqueued (here a revoke) is raised by the Work's
+    # wait(), as ProcessGroupNCCL's is, not only through getError() and the next call.
+    import torch
+    import torch.distributed as dist
+
+    t = _stream_backend()
+    work = t.backend.allreduce([torch.ones(4)], dist.AllreduceOptions())
+    assert t.revoke() == 0
+    with pytest.raises(dist.DistBackendError, match="revoke"):
+        work.wait()
+    assert work.is_completed() and not work.is_success()
+    with pytest.raises(dist.DistBackendError, match="revoke"):
+        work.wait()
 
 
 def test_stream_order_of_a_coalesced_group():

@@ -799,6 +799,37 @@ def fsdp2_compare():
     return 0 if same and gloo[-1] < gloo[0] else 1
 
 
+def torch_reinit(backend, rounds="3"):
+    """Elastic re-creation: one store outlives the group (as torchrun's agent store does) and the group is made,
+    used and destroyed `rounds` times; rank 0 re-creates it 2 s after the others, so they reach the store first
+    and must not take the last generation's unique id (whose root is gone) for this one's."""
+    import time
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    import strata.torch  # noqa: F401
+
+    r, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), n, r == 0,
+                          timeout=timedelta(seconds=60))
+    start = time.monotonic()
+    for k in range(int(rounds)):
+        if r == 0 and k > 0:
+            time.sleep(2)
+        dist.init_process_group(backend, store=store, rank=r, world_size=n, timeout=timedelta(seconds=60))
+        t = torch.full((4,), float(r + k))
+        dist.all_reduce(t)
+        want = float(sum(range(n)) + n * k)
+        if not torch.equal(t, torch.full((4,), want)):
+            print(f"rank {r}: round {k}: got {t.tolist()}, want {want}")
+            return 1
+        dist.destroy_process_group()
+    print(f"rank {r}: {backend} re-created {rounds} times in {time.monotonic() - start:.1f} s")
+    return 0
+
+
 def _load_example():
     import importlib.util
 
