@@ -250,7 +250,7 @@ Fd connectWithRetry(const SockAddr& addr, Deadline deadline, const std::string& 
   auto sleep = std::chrono::milliseconds(5);
   int lastErr = 0;
   int attempts = 0;
-  std::optional<Clock::time_point> firstRefusal;
+  Clock::time_point firstRefusal{};  // of the current run of refusals; the epoch while there is none
   for (;;) {
     Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) STRATA_THROW_SYS(who + ": socket()");
@@ -267,10 +267,10 @@ Fd connectWithRetry(const SockAddr& addr, Deadline deadline, const std::string& 
                      lastErr == EADDRNOTAVAIL;
     if (!transient) throw SysError(who + ": connect to bootstrap root " + addr.str(), lastErr);
     if (lastErr != ECONNREFUSED) {
-      firstRefusal.reset();
-    } else if (!firstRefusal) {
+      firstRefusal = Clock::time_point{};
+    } else if (firstRefusal == Clock::time_point{}) {
       firstRefusal = Clock::now();
-    } else if (rootListening && Clock::now() - *firstRefusal >= std::chrono::milliseconds(kRefusedGraceMs)) {
+    } else if (rootListening && Clock::now() - firstRefusal >= std::chrono::milliseconds(kRefusedGraceMs)) {
       throw RemoteError(strprintf(
           "%s: the bootstrap root %s refused %d connections over %d ms: its process has ended or destroyed it "
           "(the id was made by strataGetUniqueId, whose root listens before the id exists). An id from an "
