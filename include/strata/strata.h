@@ -207,7 +207,8 @@ strataResult_t strataCommAbort(strataComm_t comm);
 /// if comm is not live. Thread-safe: any thread may dump while others run collectives.
 strataResult_t strataCommDumpFlightRecorder(strataComm_t comm, const char* dir);
 /// Writes to *asyncError the first error that made comm unusable (its own, a peer's death or failure, a
-/// revoke), strataSuccess if none: how errors of device work, found after the call returned, are seen. Local.
+/// revoke), strataSuccess if none: how errors of device work, found after the call returned, are seen; after an
+/// error strataGetLastError(comm) gives its message. Local.
 /// Returns strataInvalidArgument if asyncError is NULL, strataInvalidUsage if comm is not live. Thread-safe.
 strataResult_t strataCommGetAsyncError(strataComm_t comm, strataResult_t* asyncError);
 /// Writes the number of ranks of comm to *count. Local; works on a failed communicator. Returns

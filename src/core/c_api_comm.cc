@@ -154,6 +154,16 @@ strataResult_t strataCommGetAsyncError(strataComm_t comm, strataResult_t* asyncE
   if (!held) return held.refuse("strataCommGetAsyncError");
   if (!asyncError) return recordApiError(comm, strataInvalidArgument, "strataCommGetAsyncError: asyncError is NULL");
   *asyncError = comm->impl->asyncError();
+  if (*asyncError != strataSuccess) {
+    // Says why through strataGetLastError(comm), as a failed call would (once: polling does not log it again).
+    const std::string why = comm->impl->failure().message();
+    bool known;
+    {
+      std::lock_guard<std::mutex> lk(comm->errorMutex);
+      known = comm->lastError == why;
+    }
+    if (!known) recordApiError(comm, *asyncError, why);
+  }
   return strataSuccess;
 }
 

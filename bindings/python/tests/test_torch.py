@@ -27,11 +27,13 @@ def test_fsdp2_matches_gloo():
     assert out.count("equal at every step: True") == 2, out
 
 
-@pytest.mark.parametrize("backend", ["gloo", "strata"])
-def test_group_recreated_on_a_store_that_outlives_it(backend):
-    # Issue 30, finding 1: the store keeps the last generation's unique id; the re-created group must not use it.
-    out = launch(2, "torch_reinit", backend, 3, timeout=120)
-    assert out.count(f"{backend} re-created 3 times") == 2, out
+def test_group_recreated_on_a_store_that_outlives_it():
+    # Issue 30, finding 1: the store keeps the last generation's unique id under the same key; the re-created group
+    # must not use it (it waited out the timeout, retrying the dead root). gloo fails this one too: its ranks read
+    # rank 0's address of the last generation and time out connecting to it (torchrun's restarts start every rank
+    # at once, which mostly hides that).
+    out = launch(2, "torch_reinit", "strata", 3, timeout=120)
+    assert out.count("strata re-created 3 times") == 2, out
 
 
 _ONE_LIBRARY = r"""

@@ -800,9 +800,10 @@ def fsdp2_compare():
 
 
 def torch_reinit(backend, rounds="3"):
-    """Elastic re-creation: one store outlives the group (as torchrun's agent store does) and the group is made,
-    used and destroyed `rounds` times; rank 0 re-creates it 2 s after the others, so they reach the store first
-    and must not take the last generation's unique id (whose root is gone) for this one's."""
+    """Elastic re-creation: one store outlives the group, as torchrun's agent store does (torch 2.15 reuses it across
+    restarts without a prefix per attempt), and the group is made, used and destroyed `rounds` times on it, under
+    the same keys each time. Rank 0 re-creates it 2 s after the others, so they reach the store first and must not
+    take the last generation's unique id (whose root is gone) for this one's."""
     import time
     from datetime import timedelta
 
