@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -31,25 +32,22 @@ int commSize(strataComm_t comm) {
   return size;
 }
 
-std::mutex gTimeoutEnvMutex;
-
-/// While it lives, STRATA_TIMEOUT_MS is the group's timeout, unless the user set the variable. Communicators
-/// read their configuration when they are created; the mutex keeps two groups' creations apart.
-class TimeoutEnv {
+/// A group's communicator settings (strataConfig_t): torch's timeout, unless the user set STRATA_TIMEOUT_MS (which
+/// then wins, as strata.torch documents), and the group's name. Holds the name the struct points to.
+class GroupConfig {
  public:
-  explicit TimeoutEnv(std::chrono::milliseconds timeout) : lock_(gTimeoutEnvMutex) {
-    if (std::getenv("STRATA_TIMEOUT_MS") == nullptr && timeout.count() > 0) {
-      ::setenv("STRATA_TIMEOUT_MS", std::to_string(timeout.count()).c_str(), 1);
-      set_ = true;
-    }
+  GroupConfig(std::chrono::milliseconds timeout, std::string name) : name_(std::move(name)) {
+    if (std::getenv("STRATA_TIMEOUT_MS") == nullptr && timeout.count() > 0)
+      config_.timeoutMs = static_cast<int>(std::min<int64_t>(timeout.count(), std::numeric_limits<int>::max()));
+    if (!name_.empty()) config_.commName = name_.c_str();
   }
-  ~TimeoutEnv() {
-    if (set_) ::unsetenv("STRATA_TIMEOUT_MS");
-  }
+  GroupConfig(const GroupConfig&) = delete;
+  GroupConfig& operator=(const GroupConfig&) = delete;
+  const strataConfig_t* get() const { return &config_; }
 
  private:
-  std::lock_guard<std::mutex> lock_;
-  bool set_ = false;
+  std::string name_;
+  strataConfig_t config_ = STRATA_CONFIG_INITIALIZER;
 };
 
 }  // namespace
@@ -75,10 +73,8 @@ ProcessGroupStrata::ProcessGroupStrata(const c10::intrusive_ptr<c10d::Store>& st
                 sizeof(id), " (another backend's key?)");
     std::memcpy(&id, bytes.data(), sizeof(id));
   }
-  {
-    TimeoutEnv env(options_->timeout);
-    check(strataCommInitRank(&comm_, size, id, rank), "strataCommInitRank");
-  }
+  const GroupConfig config(options_->timeout, options_->group_name);
+  check(strataCommInitRankConfig(&comm_, size, id, rank, config.get()), "strataCommInitRankConfig");
   startCompletionThread();
 }
 
@@ -175,10 +171,6 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupStrata::split(const c10::intrusive
     color = static_cast<int>(h & 0x3fffffff);
     key = static_cast<int>(it - ranks.begin());
   }
-  strataComm_t child = nullptr;
-  check(strataCommSplit(comm_, color, key, &child, nullptr), "split");
-  ++splits_;
-  if (child == nullptr) return nullptr;
   auto childOptions = c10::make_intrusive<Options>(opts ? opts->timeout : options_->timeout);
   if (opts) {
     childOptions->group_name = opts->group_name;
@@ -188,6 +180,11 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupStrata::split(const c10::intrusive
   if (childOptions->global_ranks_in_group.empty()) {
     childOptions->global_ranks_in_group.assign(ranks.begin(), ranks.end());
   }
+  const GroupConfig config(childOptions->timeout, childOptions->group_name);
+  strataComm_t child = nullptr;
+  check(strataCommSplit(comm_, color, key, &child, config.get()), "split");
+  ++splits_;
+  if (child == nullptr) return nullptr;
   return c10::make_intrusive<ProcessGroupStrata>(child, store, childOptions);
 }
 
@@ -198,12 +195,13 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupStrata::shrink(
     const c10::intrusive_ptr<c10d::Backend::Options>& optsOverride) {
   TORCH_CHECK(comm_ != nullptr, "strata: shrink of a process group that was shut down or aborted");
   std::vector<int> exclude(ranksToExclude.begin(), ranksToExclude.end());
-  strataComm_t child = nullptr;
-  check(strataCommShrink(comm_, exclude.data(), static_cast<int>(exclude.size()), &child, nullptr,
-                         (shrinkFlags & 1) ? STRATA_SHRINK_ABORT : STRATA_SHRINK_DEFAULT),
-        "shrink");
   auto childOptions = c10::make_intrusive<Options>(optsOverride ? optsOverride->timeout : options_->timeout);
   childOptions->group_name = optsOverride ? optsOverride->group_name : options_->group_name;
+  const GroupConfig config(childOptions->timeout, childOptions->group_name);
+  strataComm_t child = nullptr;
+  check(strataCommShrink(comm_, exclude.data(), static_cast<int>(exclude.size()), &child, config.get(),
+                         (shrinkFlags & 1) ? STRATA_SHRINK_ABORT : STRATA_SHRINK_DEFAULT),
+        "shrink");
   const auto& global = options_->global_ranks_in_group;
   for (int r = 0; r < size_; ++r) {
     if (std::find(exclude.begin(), exclude.end(), r) != exclude.end()) continue;

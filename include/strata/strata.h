@@ -142,6 +142,46 @@ strataResult_t strataGetUniqueId(strataUniqueId* uniqueId);
 /// strataTimeout if the ranks do not all arrive in time; strataRemoteError or strataSystemError if the root
 /// cannot be reached or refuses. Thread-safe: one thread may create one rank while others create others.
 strataResult_t strataCommInitRank(strataComm_t* comm, int nranks, strataUniqueId commId, int rank);
+/// An int field of strataConfig_t that is not set (NCCL's NCCL_CONFIG_UNDEF_INT).
+#define STRATA_CONFIG_UNDEF_INT (-2147483647 - 1)
+/// strataConfig_t.magic: says the struct was initialised with STRATA_CONFIG_INITIALIZER.
+#define STRATA_CONFIG_MAGIC 0x53544346u
+/// Settings of one communicator, for strataCommInitRankConfig, strataCommSplit and strataCommShrink (NCCL's
+/// ncclConfig_t): start from STRATA_CONFIG_INITIALIZER, then set the fields wanted. A field left unset
+/// (STRATA_CONFIG_UNDEF_INT, NULL) keeps the value of the STRATA_* variable it stands for (creation from an id) or
+/// of the parent communicator (split, shrink). Each set field is checked as its variable is: a value the variable
+/// would not accept is refused with strataInvalidArgument naming the field. The library reads the struct by its
+/// size and version: a caller compiled against an older header passes fewer fields, which count as unset. Strings
+/// are copied; the struct may be freed once the call returns. Ranks that will talk to each other must agree on
+/// transport, nslots and pieceBytes (connection set-up refuses peers that differ, naming both values).
+typedef struct {
+  size_t size;           ///< sizeof(strataConfig_t) as the caller compiled it.
+  unsigned int magic;    ///< STRATA_CONFIG_MAGIC.
+  unsigned int version;  ///< STRATA_VERSION_CODE of the caller's header.
+  /// 1 (the default): creation returns once the communicator is ready or has failed. 0: strataCommInitRankConfig
+  /// returns strataInProgress at once with a handle in *comm, and strataCommGetAsyncError reports strataInProgress
+  /// until the communicator is ready (then strataSuccess) or the creation's error; any other call on the handle
+  /// meanwhile first waits for the creation to end. Split and shrink are collectives ordered with comm's other
+  /// calls, so they always complete before returning (strataSuccess), whatever this says.
+  int blocking;
+  int timeoutMs;         ///< Deadline of every wait of this communicator, in ms (STRATA_TIMEOUT_MS).
+  const char* commName;  ///< A name for the communicator, shown in its flight recorder's dumps; NULL: none.
+  const char* algo;      ///< Forced algorithms as STRATA_ALGO spells them ("allreduce:ring,..."); "" forces none.
+  const char* transport; ///< "auto", "shm", "tcp" or "ucx" (STRATA_TRANSPORT).
+  int nslots;            ///< FIFO slots per connection direction (STRATA_NSLOTS).
+  int pieceBytes;        ///< Bytes per transport message (STRATA_PIECE_BYTES).
+} strataConfig_t;
+/// A strataConfig_t with every setting unset (and blocking).
+#define STRATA_CONFIG_INITIALIZER                                                                                \
+  {                                                                                                              \
+    sizeof(strataConfig_t), STRATA_CONFIG_MAGIC, STRATA_VERSION_CODE, STRATA_CONFIG_UNDEF_INT,                   \
+        STRATA_CONFIG_UNDEF_INT, NULL, NULL, NULL, STRATA_CONFIG_UNDEF_INT, STRATA_CONFIG_UNDEF_INT              \
+  }
+/// strataCommInitRank with the settings of config (NULL: as strataCommInitRank). Returns as strataCommInitRank, and
+/// strataInvalidArgument for a config whose size, magic or fields are wrong (naming which); with config->blocking
+/// 0, strataInProgress and a handle in *comm whose creation goes on (strataCommGetAsyncError).
+strataResult_t strataCommInitRankConfig(strataComm_t* comm, int nranks, strataUniqueId commId, int rank,
+                                        const strataConfig_t* config);
 /// Creates a communicator in *comm from the launcher's environment: strata-run/torchrun (RANK, WORLD_SIZE,
 /// MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_PROCID, SLURM_NTASKS); without
 /// any of them, a world of one rank. Collective over the launched ranks; rank 0 hosts the bootstrap root.
@@ -151,12 +191,13 @@ strataResult_t strataCommInitFromEnv(strataComm_t* comm);
 /// The color that makes strataCommSplit return no communicator for the calling rank.
 #define STRATA_SPLIT_NOCOLOR (-1)
 /// Collective over comm: ranks with the same color form a new communicator, ordered by key then by old
-/// rank, returned in *newcomm. color = STRATA_SPLIT_NOCOLOR returns *newcomm = NULL. config is reserved and
-/// must be NULL. Runs after comm's earlier work. Returns strataInvalidArgument for newcomm NULL, config not
-/// NULL or a negative color other than STRATA_SPLIT_NOCOLOR; strataInvalidUsage if comm is not live; a failed
+/// rank, returned in *newcomm. color = STRATA_SPLIT_NOCOLOR returns *newcomm = NULL. config: the new
+/// communicator's settings (strataConfig_t; NULL or unset fields: comm's). Runs after comm's earlier work. Returns
+/// strataInvalidArgument for newcomm NULL, a wrong config or a negative color other than STRATA_SPLIT_NOCOLOR; strataInvalidUsage if comm is not live; a failed
 /// comm's failure code; errors of the rendezvous as strataCommInitRank. comm stays valid. Thread-safe (see
 /// the conventions above).
-strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm, void* config);
+strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm,
+                               const strataConfig_t* config);
 /// strataCommShrink flag: wait for comm's outstanding work to end (after a failure it ends at once).
 #define STRATA_SHRINK_DEFAULT 0x00
 /// strataCommShrink flag: revoke comm first (strataCommRevoke), then shrink.
@@ -167,16 +208,17 @@ strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm
 /// is how the survivors of a failure go on: it works on a communicator that has failed, and the new one does not
 /// hear of the failures of comm's ranks that it excludes (only its own members' deaths and failures stop it).
 /// flags: STRATA_SHRINK_DEFAULT waits for comm's outstanding work to end (after a failure it ends at once);
-/// STRATA_SHRINK_ABORT revokes comm first (strataCommRevoke). config is reserved and must be NULL. comm stays
+/// STRATA_SHRINK_ABORT revokes comm first (strataCommRevoke). config: the new communicator's settings
+/// (strataConfig_t; NULL or unset fields: comm's). comm stays
 /// valid and must still be destroyed or aborted. The rank hosting the bootstrap root (the process that called
 /// strataGetUniqueId, or rank 0 of an environment launch) cannot be lost: without it, this fails, saying so.
-/// Returns strataInvalidArgument for newcomm NULL, config not NULL, other flags, excludeCount outside
+/// Returns strataInvalidArgument for newcomm NULL, a wrong config, other flags, excludeCount outside
 /// [0, nranks), excludeRanks NULL with excludeCount > 0, a listed rank out of range or the caller itself listed;
 /// strataInvalidUsage if comm is not live or the remaining ranks passed different lists (each of them fails,
 /// naming both lists); errors of the exchange among the remaining ranks (strataRemoteError, strataTimeout).
 /// Thread-safe: it waits for calls of other threads in comm to end.
 strataResult_t strataCommShrink(strataComm_t comm, const int* excludeRanks, int excludeCount, strataComm_t* newcomm,
-                                void* config, int flags);
+                                const strataConfig_t* config, int flags);
 /// The only flags value of strataCommRevoke.
 #define STRATA_REVOKE_DEFAULT 0x00
 /// Stops comm's work, as NCCL's ncclCommRevoke: queued work fails, calls blocked in comm (on any thread) return

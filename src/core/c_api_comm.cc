@@ -6,6 +6,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/c_api_handles.h"
+#include "core/comm_config.h"
 #include "core/communicator.h"
 #include "kernels/reduce.h"
 #include "strata/strata.h"
@@ -32,22 +33,33 @@ strataResult_t strataGetUniqueId(strataUniqueId* uniqueId) {
   });
 }
 
-strataResult_t strataCommInitRank(strataComm_t* comm, int nranks, strataUniqueId commId, int rank) {
+strataResult_t strataCommInitRankConfig(strataComm_t* comm, int nranks, strataUniqueId commId, int rank,
+                                        const strataConfig_t* config) {
   if (!comm) return recordApiError(nullptr, strataInvalidArgument, "strataCommInitRank: comm is NULL");
+  *comm = nullptr;
   if (nranks < 1)
     return recordApiError(nullptr, strataInvalidArgument, strprintf("strataCommInitRank: nranks %d is < 1", nranks));
   if (rank < 0 || rank >= nranks)
     return recordApiError(nullptr, strataInvalidArgument,
                           strprintf("strataCommInitRank: rank %d is not in [0, %d)", rank, nranks));
-  std::shared_ptr<CommImpl> impl;
-  strataResult_t r = guarded(nullptr, [&] {
-    Config config = Config::fromEnv();
+  CommSettings settings;
+  strataResult_t r =
+      guarded(nullptr, [&] { settings = applyCommConfig(config, Config::fromEnv(), "", "strataCommInitRankConfig"); });
+  if (r != strataSuccess) return r;
+  auto make = [settings, commId, rank, nranks] {
     UniqueIdInfo info = decodeUniqueId(commId);
-    auto boot = Bootstrap::connect(config, info, rank, nranks);
-    impl = CommImpl::create(config, std::move(boot));
-  });
+    auto boot = Bootstrap::connect(settings.config, info, rank, nranks);
+    return CommImpl::create(settings.config, std::move(boot), settings.name);
+  };
+  if (!settings.blocking) return registerPendingComm(comm, make);
+  std::shared_ptr<CommImpl> impl;
+  r = guarded(nullptr, [&] { impl = make(); });
   if (r != strataSuccess) return r;
   return registerComm(comm, std::move(impl));
+}
+
+strataResult_t strataCommInitRank(strataComm_t* comm, int nranks, strataUniqueId commId, int rank) {
+  return strataCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
 
 strataResult_t strataCommInitFromEnv(strataComm_t* comm) {
@@ -62,27 +74,30 @@ strataResult_t strataCommInitFromEnv(strataComm_t* comm) {
   return registerComm(comm, std::move(impl));
 }
 
-strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm, void* config) {
+strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm,
+                               const strataConfig_t* config) {
   Held held(comm);
   if (!held) return held.refuse("strataCommSplit");
   if (!newcomm) return recordApiError(comm, strataInvalidArgument, "strataCommSplit: newcomm is NULL");
-  if (config) return recordApiError(comm, strataInvalidArgument, "strataCommSplit: config must be NULL");
   if (color < 0 && color != STRATA_SPLIT_NOCOLOR)
     return recordApiError(comm, strataInvalidArgument, strprintf("strataCommSplit: color %d is negative", color));
   *newcomm = nullptr;
   std::shared_ptr<CommImpl> child;
-  strataResult_t r = guarded(comm, [&] { child = comm->impl->split(color, key); });
+  strataResult_t r = guarded(comm, [&] {
+    CommImpl& parent = *comm->impl;
+    const CommSettings settings = applyCommConfig(config, parent.config(), parent.name(), "strataCommSplit");
+    child = parent.split(color, key, &settings.config, &settings.name);
+  });
   if (r != strataSuccess || !child) return r;
   return registerComm(newcomm, std::move(child));
 }
 
 strataResult_t strataCommShrink(strataComm_t comm, const int* excludeRanks, int excludeCount, strataComm_t* newcomm,
-                                void* config, int flags) {
+                                const strataConfig_t* config, int flags) {
   Held held(comm);
   if (!held) return held.refuse("strataCommShrink");
   if (!newcomm) return recordApiError(comm, strataInvalidArgument, "strataCommShrink: newcomm is NULL");
   *newcomm = nullptr;
-  if (config) return recordApiError(comm, strataInvalidArgument, "strataCommShrink: config must be NULL");
   if (flags != STRATA_SHRINK_DEFAULT && flags != STRATA_SHRINK_ABORT)
     return recordApiError(
         comm, strataInvalidArgument,
@@ -99,7 +114,11 @@ strataResult_t strataCommShrink(strataComm_t comm, const int* excludeRanks, int 
                           strprintf("strataCommShrink: excludeRanks is NULL with excludeCount %d", excludeCount));
   std::vector<int> excluded(excludeRanks, excludeRanks + excludeCount);
   std::shared_ptr<CommImpl> child;
-  strataResult_t r = guarded(comm, [&] { child = comm->impl->shrink(excluded, (flags & STRATA_SHRINK_ABORT) != 0); });
+  strataResult_t r = guarded(comm, [&] {
+    CommImpl& parent = *comm->impl;
+    const CommSettings settings = applyCommConfig(config, parent.config(), parent.name(), "strataCommShrink");
+    child = parent.shrink(excluded, (flags & STRATA_SHRINK_ABORT) != 0, &settings.config, &settings.name);
+  });
   if (r != strataSuccess || !child) return r;
   return registerComm(newcomm, std::move(child));
 }
@@ -116,6 +135,16 @@ strataResult_t strataCommRevoke(strataComm_t comm, int flags) {
 static strataResult_t release(strataComm_t comm, bool abort) {
   if (!unregisterComm(comm))
     return recordApiError(nullptr, strataInvalidUsage, "invalid communicator (NULL or already destroyed)");
+  if (comm->pending && comm->forkGeneration == forkGeneration()) {
+    // A non-blocking creation cannot be interrupted: its own deadline ends it. Then as for any handle, or, if it
+    // failed, only the handle goes.
+    comm->pending->thread.join();
+    if (!comm->impl) {
+      waitUnheld(comm);
+      delete comm;
+      return strataSuccess;
+    }
+  }
   if (comm->forkGeneration != forkGeneration()) {
     // Inherited through fork(): the connections, segments and threads are the parent's, which goes on using
     // them. The child lets go of the handle and touches nothing (no flush, no unlink, no join of threads
@@ -150,9 +179,16 @@ strataResult_t strataCommDumpFlightRecorder(strataComm_t comm, const char* dir) 
 }
 
 strataResult_t strataCommGetAsyncError(strataComm_t comm, strataResult_t* asyncError) {
-  Held held(comm);
+  Held held(comm, Held::kNoWait);
   if (!held) return held.refuse("strataCommGetAsyncError");
   if (!asyncError) return recordApiError(comm, strataInvalidArgument, "strataCommGetAsyncError: asyncError is NULL");
+  if (comm->pending) {  // a non-blocking creation: in progress, failed, or done (then as any communicator)
+    std::lock_guard<std::mutex> lk(comm->pending->mutex);
+    if (!comm->pending->done || comm->pending->result != strataSuccess) {
+      *asyncError = comm->pending->result;
+      return strataSuccess;
+    }
+  }
   *asyncError = comm->impl->asyncError();
   if (*asyncError != strataSuccess) {
     // Says why through strataGetLastError(comm), as a failed call would (once: polling does not log it again).

@@ -122,7 +122,43 @@ void waitUnheld(strataComm* c) {
   }
 }
 
-Held::Held(strataComm* c) {
+strataResult_t registerPendingComm(strataComm_t* comm, std::function<std::shared_ptr<CommImpl>()> make) {
+  auto* c = new strataComm();
+  auto pending = std::make_shared<PendingCreation>();
+  c->pending = pending;
+  c->forkGeneration = gForkGeneration.load();
+  c->creator = getpid();
+  *comm = c;
+  // The thread only touches c through impl (before done) and the error record; release() joins it before c goes.
+  // Registered and started under the registry's lock, so no strataCommDestroy can find the handle before its thread
+  // is there to join.
+  std::lock_guard<std::mutex> registered(gRegistryMutex);
+  registry().insert(c);
+  pending->thread = std::thread([c, pending, make = std::move(make)] {
+    std::shared_ptr<CommImpl> impl;
+    const strataResult_t r = guarded(c, [&] { impl = make(); });
+    std::lock_guard<std::mutex> lk(pending->mutex);
+    if (r == strataSuccess) {
+      c->impl = std::move(impl);
+      logSetRank(c->impl->rank());
+    } else {
+      pending->error = tLastError;  // guarded() recorded it on this thread
+    }
+    pending->result = r;
+    pending->done = true;
+    pending->cv.notify_all();
+  });
+  return strataInProgress;
+}
+
+strataResult_t waitCreated(strataComm* c) {
+  if (!c->pending) return strataSuccess;
+  std::unique_lock<std::mutex> lk(c->pending->mutex);
+  c->pending->cv.wait(lk, [&] { return c->pending->done; });  // the creation's own deadline bounds it
+  return c->pending->result;
+}
+
+Held::Held(strataComm* c, WaitForCreation wait) {
   gEntering.fetch_add(1);
   if (isLive(c)) {
     if (c->forkGeneration != gForkGeneration.load(std::memory_order_relaxed)) {
@@ -133,10 +169,19 @@ Held::Held(strataComm* c) {
     }
   }
   gEntering.fetch_sub(1);
+  if (comm_ && wait == kWait && waitCreated(comm_) != strataSuccess) {
+    failed_ = comm_;
+    comm_->held.fetch_sub(1, std::memory_order_release);
+    comm_ = nullptr;
+  }
 }
 
 strataResult_t Held::refuse(const char* what) const {
   if (inherited_) return recordApiError(nullptr, strataInvalidUsage, inheritedMessage(what, inherited_->creator));
+  if (failed_)
+    return recordApiError(
+        nullptr, failed_->pending->result,
+        strprintf("%s: the communicator's non-blocking creation failed: %s", what, failed_->pending->error.c_str()));
   return recordApiError(nullptr, strataInvalidUsage,
                         strprintf("%s: invalid communicator (NULL, destroyed, or never initialised)", what));
 }

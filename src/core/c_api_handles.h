@@ -6,12 +6,15 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include "core/c_api_internal.h"
@@ -21,7 +24,19 @@
 
 namespace strata {
 class CommImpl;
-}
+
+/// The creation of a communicator made with strataConfig_t.blocking = 0, running on `thread`. When `done`, the
+/// handle's impl is set (success) or `result` and `error` say why not. Guarded by `mutex`; the thread sets impl
+/// before done, so whoever saw done under the mutex may read impl.
+struct PendingCreation {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  strataResult_t result = strataInProgress;
+  std::string error;
+  std::thread thread;  // joined by strataCommDestroy/Abort
+};
+}  // namespace strata
 
 struct strataComm {
   std::shared_ptr<strata::CommImpl> impl;
@@ -31,6 +46,8 @@ struct strataComm {
   uint64_t lastErrorSeq = 0;    // when lastError was recorded, in the error record's order
   uint32_t forkGeneration = 0;  // forkGeneration() when created: another value means this process is a forked child
   pid_t creator = 0;            // the process that created it
+  /// Set for a non-blocking creation (strataCommInitRankConfig with blocking 0), from registration on.
+  std::shared_ptr<strata::PendingCreation> pending;
 };
 
 namespace strata {
@@ -39,6 +56,13 @@ namespace strata {
 
 /// A new handle for `impl`, live (registered) from now on; written to *comm. Returns strataSuccess.
 strataResult_t registerComm(strataComm_t* comm, std::shared_ptr<CommImpl> impl);
+/// A new live handle, written to *comm, whose communicator `make` creates on a thread of its own (non-blocking
+/// creation): the handle's impl is set when it succeeds; its failure is recorded for the handle. Returns
+/// strataInProgress.
+strataResult_t registerPendingComm(strataComm_t* comm, std::function<std::shared_ptr<CommImpl>()> make);
+/// Waits for a non-blocking creation of `c` to end (at once if there is none): strataSuccess once impl is set,
+/// else the creation's error.
+strataResult_t waitCreated(strataComm* c);
 
 /// Takes a communicator out of the registry; false if it was not there (never created, or already destroyed,
 /// perhaps by another thread a moment ago).
@@ -49,10 +73,12 @@ void waitUnheld(strataComm* c);
 
 /// A handle in use by one API call, from construction to destruction: strataCommDestroy or strataCommAbort on
 /// another thread does not free it meanwhile. False if the handle is not live (NULL, destroyed, garbage) or was
-/// inherited through fork(); refuse() says which.
+/// inherited through fork(); refuse() says which. A handle still being created (non-blocking) is waited for, and is
+/// false if its creation failed, unless held with kNoWait (the caller then checks `pending` itself).
 class Held {
  public:
-  explicit Held(strataComm* c);
+  enum WaitForCreation { kWait, kNoWait };
+  explicit Held(strataComm* c, WaitForCreation wait = kWait);
   ~Held() {
     if (comm_) comm_->held.fetch_sub(1, std::memory_order_release);
   }
@@ -65,6 +91,7 @@ class Held {
  private:
   strataComm* comm_ = nullptr;
   strataComm* inherited_ = nullptr;  // live, but created in the parent of this forked process
+  strataComm* failed_ = nullptr;     // live, but its non-blocking creation failed
 };
 
 // ---- fork safety -----------------------------------------------------------------------------------------

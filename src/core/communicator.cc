@@ -148,9 +148,11 @@ CommImpl::CommImpl(const Config& config, std::shared_ptr<Bootstrap> bootstrap)
       redOps_(rank_),
       queue_(rank_, failure_, [this](std::span<const CollCall> calls) { execute(calls); }) {}
 
-std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr<Bootstrap> bootstrap) {
+std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr<Bootstrap> bootstrap,
+                                           std::string name) {
   Selector::checkForced(config.algo);  // before any communication, so a misspelt name fails at once
   std::shared_ptr<CommImpl> comm(new CommImpl(config, std::move(bootstrap)));
+  comm->name_ = std::move(name);
   Bootstrap& boot = *comm->bootstrap_;
   const int me = comm->rank_;
   const std::string myHost = hostIdentity(config);
@@ -333,7 +335,9 @@ std::string CommImpl::dumpFlightRecorder(const std::string& dir, const std::stri
   std::string out = "{\n  \"version\": 1,\n";
   out += strprintf("  \"comm\": \"0x%016llx\",\n  \"rank\": %d,\n  \"nranks\": %d,\n  \"pid\": %d,\n",
                    static_cast<unsigned long long>(commId_), rank_, nranks_, static_cast<int>(getpid()));
-  out += "  \"host\": ";
+  out += "  \"name\": ";
+  appendJsonString(out, name_);
+  out += ",\n  \"host\": ";
   appendJsonString(out, host);
   out += ",\n  \"reason\": ";
   appendJsonString(out, reason);
@@ -378,13 +382,13 @@ void CommImpl::fail(const Error& e) {
   autoDump(e.what());
 }
 
-std::shared_ptr<CommImpl> CommImpl::split(int color, int key) {
+std::shared_ptr<CommImpl> CommImpl::split(int color, int key, const Config* config, const std::string* name) {
   CallGate::Scope in(gate_);
   if (!in.ok()) throwGone();
   std::shared_ptr<CommImpl> child;
   queue_.runExclusive([&] {
     auto view = bootstrap_->split(color, key);
-    if (view) child = CommImpl::create(config_, std::move(view));
+    if (view) child = CommImpl::create(config ? *config : config_, std::move(view), name ? *name : name_);
   });
   return child;
 }
@@ -407,14 +411,17 @@ std::shared_ptr<HostSide> CommImpl::subgroup(int color, int key) {
 
 int CommImpl::hostLeader(int rank) const { return hostLeader_.at(static_cast<size_t>(rank)); }
 
-std::shared_ptr<CommImpl> CommImpl::shrink(const std::vector<int>& excluded, bool revokeFirst) {
+std::shared_ptr<CommImpl> CommImpl::shrink(const std::vector<int>& excluded, bool revokeFirst, const Config* config,
+                                           const std::string* name) {
   CallGate::Scope in(gate_);
   if (!in.ok()) throwGone();
   if (revokeFirst) revoke();
   std::shared_ptr<CommImpl> child;
   // This communicator's own bootstrap exchanges are not used (they may have failed): the new view agrees on its
   // members among themselves.
-  queue_.runQuiesced([&] { child = CommImpl::create(config_, bootstrap_->shrink(excluded)); });
+  queue_.runQuiesced([&] {
+    child = CommImpl::create(config ? *config : config_, bootstrap_->shrink(excluded), name ? *name : name_);
+  });
   return child;
 }
 

@@ -42,8 +42,10 @@ class DeviceEngine;
 // wrapper's on this class.
 class CommImpl final : public HostSide, public std::enable_shared_from_this<CommImpl> {
  public:
-  /// Collective over the bootstrap's ranks: exchanges host identities and the topology.
-  static std::shared_ptr<CommImpl> create(const Config& config, std::shared_ptr<Bootstrap> bootstrap);
+  /// Collective over the bootstrap's ranks: exchanges host identities and the topology. `name`: strataConfig_t's
+  /// commName ("" : none), shown in flight recorder dumps.
+  static std::shared_ptr<CommImpl> create(const Config& config, std::shared_ptr<Bootstrap> bootstrap,
+                                          std::string name = "");
   ~CommImpl() override;
 
   int rank() const override { return rank_; }
@@ -71,11 +73,17 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   void barrier() override;
   void allGather(const void* mine, void* all, size_t bytes) override;
 
-  std::shared_ptr<CommImpl> split(int color, int key);
+  /// strataCommSplit. The child runs with `config` and `name` (strataConfig_t), or this communicator's when null.
+  std::shared_ptr<CommImpl> split(int color, int key, const Config* config = nullptr,
+                                  const std::string* name = nullptr);
   std::shared_ptr<HostSide> subgroup(int color, int key) override;
   /// strataCommShrink: every rank but `excluded`, one shrink epoch later (Bootstrap::shrink), once this
   /// communicator's work has ended; works after a failure. `revokeFirst`: STRATA_SHRINK_ABORT.
-  std::shared_ptr<CommImpl> shrink(const std::vector<int>& excluded, bool revokeFirst);
+  /// `config`, `name`: as split's.
+  std::shared_ptr<CommImpl> shrink(const std::vector<int>& excluded, bool revokeFirst, const Config* config = nullptr,
+                                   const std::string* name = nullptr);
+  /// strataConfig_t's commName ("" : none).
+  const std::string& name() const { return name_; }
   /// strataCommRevoke: fails this communicator here and in its other ranks (not the job), wakes and drops its
   /// work, and returns once no call is running in it. Does not free anything.
   void revoke();
@@ -119,6 +127,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   size_t chunkBytes() const;
 
   Config config_;
+  std::string name_;
   std::shared_ptr<Bootstrap> bootstrap_;
   int rank_ = 0;
   int nranks_ = 1;

@@ -37,7 +37,8 @@ strataUniqueId toStrata(const ncclUniqueId& id) {
   return s;
 }
 
-using Make = std::function<strataResult_t(strataComm_t*)>;
+// Makes the Strata communicator with the settings Strata takes from the NCCL config (strataConfig_t).
+using Make = std::function<strataResult_t(strataComm_t*, const strataConfig_t*)>;
 
 // Runs one creation; the result lands in the state (and the caller's thread's last error, if it failed).
 void runCreation(const std::shared_ptr<CommState>& st, const Make& make) {
@@ -49,7 +50,9 @@ void runCreation(const std::shared_ptr<CommState>& st, const Make& make) {
     }
   }
   strataComm_t c = nullptr;
-  strataResult_t r = make(&c);
+  strataConfig_t config = STRATA_CONFIG_INITIALIZER;
+  config.commName = st->name.empty() ? nullptr : st->name.c_str();  // blocking: this layer runs non-blocking ones
+  strataResult_t r = make(&c, &config);
   std::lock_guard<std::mutex> lk(st->mu);
   if (r != strataSuccess) st->createError = strataGetLastError(nullptr);
   if (r == strataSuccess && st->abandoned.load()) {
@@ -131,8 +134,8 @@ STRATA_NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nran
                 ncclConfig_t* config) {
   ensureEnvironment();
   const strataUniqueId id = toStrata(commId);
-  return create(comm, config, "ncclCommInitRankConfig", [=](strataComm_t* c) {
-    return prepareRoot(commId, rank) ? strataCommInitRank(c, nranks, id, rank) : strataSystemError;
+  return create(comm, config, "ncclCommInitRankConfig", [=](strataComm_t* c, const strataConfig_t* cfg) {
+    return prepareRoot(commId, rank) ? strataCommInitRankConfig(c, nranks, id, rank, cfg) : strataSystemError;
   });
 }
 
@@ -208,8 +211,8 @@ STRATA_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key
     return fromStrata(strataCommSplit(s, STRATA_SPLIT_NOCOLOR, key, &none, nullptr));
   }
   return create(
-      newcomm, config, "ncclCommSplit", [=](strataComm_t* c) { return strataCommSplit(s, color, key, c, nullptr); },
-      parent);
+      newcomm, config, "ncclCommSplit",
+      [=](strataComm_t* c, const strataConfig_t* cfg) { return strataCommSplit(s, color, key, c, cfg); }, parent);
 }
 
 STRATA_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
@@ -225,7 +228,9 @@ STRATA_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanks
     return fail(comm, ncclInvalidArgument, "ncclCommShrink: excludeRanksList is NULL");
   return create(
       newcomm, config, "ncclCommShrink",
-      [=](strataComm_t* c) { return strataCommShrink(s, excluded.data(), excludeRanksCount, c, nullptr, shrinkFlags); },
+      [=](strataComm_t* c, const strataConfig_t* cfg) {
+        return strataCommShrink(s, excluded.data(), excludeRanksCount, c, cfg, shrinkFlags);
+      },
       parent);
 }
 
@@ -256,8 +261,9 @@ STRATA_NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const n
                   strprintf("ncclCommGrow (a new rank): needs the unique id and a rank in [0, %d); got id %p, rank %d",
                             nRanks, static_cast<const void*>(uniqueId), rank));
     const strataUniqueId id = toStrata(*uniqueId);
-    return create(newcomm, config, "ncclCommGrow",
-                  [=](strataComm_t* c) { return strataCommInitRank(c, nRanks, id, rank); });
+    return create(newcomm, config, "ncclCommGrow", [=](strataComm_t* c, const strataConfig_t* cfg) {
+      return strataCommInitRankConfig(c, nRanks, id, rank, cfg);
+    });
   }
   ncclResult_t err;
   CommState* st = active(comm, "ncclCommGrow", &err);
@@ -282,5 +288,7 @@ STRATA_NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const n
   }
   const strataUniqueId sid = toStrata(id);
   return create(
-      newcomm, config, "ncclCommGrow", [=](strataComm_t* c) { return strataCommInitRank(c, nRanks, sid, me); }, st);
+      newcomm, config, "ncclCommGrow",
+      [=](strataComm_t* c, const strataConfig_t* cfg) { return strataCommInitRankConfig(c, nRanks, sid, me, cfg); },
+      st);
 }
