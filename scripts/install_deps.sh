@@ -15,8 +15,12 @@ APT_PACKAGES=(
 )
 # module[:pip name]. nanobind and scikit-build-core build the Python package (bindings/python); torch is
 # for its torch.distributed backend and DDP tests (PyPI's wheel, with its CUDA libraries: about 5 GB); expecttest
-# is imported by torch's own test helpers, which tests/torch/ runs against the backend.
-PIP_PACKAGES=(numpy pytest matplotlib nanobind scikit_build_core:scikit-build-core torch expecttest)
+# is imported by torch's own test helpers, which tests/torch/ runs against the backend; deepspeed is for
+# tests/stacks' ZeRO-3 stack (0.19.8 is the version tested, on its CPU accelerator; DS_BUILD_OPS=0 installs it
+# without compiling its C++/CUDA ops, which that stack does not use).
+PIP_PACKAGES=(numpy pytest matplotlib nanobind scikit_build_core:scikit-build-core torch expecttest
+  deepspeed:deepspeed==0.19.8)
+export DS_BUILD_OPS=0
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
