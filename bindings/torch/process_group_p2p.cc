@@ -205,10 +205,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::recv(std::vector<at::Tensor>&
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false,
-              "strata: recv from any source is not served: Strata's point-to-point calls name their peer (as "
-              "NCCL's); pass src");
+c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::recvAnysource(std::vector<at::Tensor>& tensors, int) {
+  requireOne(tensors, "recv from any source");
+  TORCH_CHECK(!usesDevicePath(tensors),
+              "strata: recv from any source serves CPU tensors only: device work is enqueued on its stream with its "
+              "peers fixed, while this receive's peer is known only once a message has arrived");
+  TORCH_CHECK(!coalesced_,
+              "strata: recv from any source cannot be coalesced: it must be alone in its Strata group (its peer is "
+              "known only once a message has arrived)");
+  // strataRecvAny stores the sender's rank here when the receive completes; the Work keeps it for sourceRank().
+  auto source = std::make_shared<int>(-1);
+  auto work = run(c10d::OpType::RECVANYSOURCE, "strata:recvAnySource", true, tensors, tensors, [&](Call& c) {
+    const Wire out = c.write(tensors[0], false, "recv from any source");
+    check(strataRecvAny(out.data, out.count, out.dtype, source.get(), comm_, c.stream), "recv from any source");
+  });
+  static_cast<StrataWork*>(work.get())->setSource(source);
+  return work;
 }
 
 }  // namespace strata::torch_backend

@@ -39,6 +39,8 @@ std::exception_ptr StrataWork::exception() const {
 
 std::vector<at::Tensor> StrataWork::result() { return outputs_; }
 
+int StrataWork::sourceRank() const { return source_ ? *source_ : c10d::Work::sourceRank(); }
+
 void StrataWork::synchronize() {
   if (end_) end_->block(streams_->current(*device_));
 }

@@ -34,6 +34,12 @@ class StrataWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override { return seq_; }
+  /// recv from any source: the rank the message came from (-1 until the Work completes); other Works throw, as
+  /// c10d::Work does.
+  int sourceRank() const override;
+
+  /// recv from any source: where strataRecvAny stores the sender's rank, read by sourceRank().
+  void setSource(std::shared_ptr<const int> source) { source_ = std::move(source); }
 
   /// Adds outputs (a coalesced group's later calls) before the Work is launched.
   void addOutputs(const std::vector<at::Tensor>& outputs);
@@ -46,6 +52,7 @@ class StrataWork : public c10d::Work {
  private:
   const uint64_t seq_;
   std::vector<at::Tensor> outputs_;
+  std::shared_ptr<const int> source_;  // recv from any source only
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   // device work only
   std::shared_ptr<DeviceEvent> end_;

@@ -322,6 +322,22 @@ strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t d
 /// a group. Thread-safe (see the conventions above).
 strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer, strataComm_t comm,
                           strataStream_t stream);
+/// Receives count elements into recvbuff from whichever other rank's send to this rank arrives first (MPI's
+/// MPI_ANY_SOURCE, torch's recv without src) and stores that rank in *source. The sender calls an ordinary
+/// strataSend; the receive takes the send that is that rank's next one to this rank in the order strataSend and
+/// strataRecv match (so it counts as that rank's next receive from it), never a message of a collective from a rank
+/// that is ahead, and no message is consumed before one is chosen. When several have arrived, the rank after the
+/// previous any-source receive's comes first, so no sender starves another. A rank that never sends is never waited
+/// on (its connection is set up when its first send to this rank asks for it). Sends of 0 elements carry no message
+/// and cannot be matched. Host memory only: device buffers give strataInvalidUsage, because a device call is
+/// enqueued with its peers fixed while this receive's peer is known only once a message has arrived. It must
+/// be alone in its group (strataInvalidUsage at strataGroupEnd otherwise); in a group ended by strataGroupEndAsync,
+/// *source is written when the work completes, so source must stay valid until then. Returns as strataRecv, with
+/// strataInvalidArgument for a NULL source or count 0, strataInvalidUsage on a 1-rank communicator and when the
+/// matched send's byte count differs from count x the size of datatype (the message names both sizes and the rank),
+/// and strataTimeout when no send arrives within STRATA_TIMEOUT_MS. Thread-safe (see the conventions above).
+strataResult_t strataRecvAny(void* recvbuff, size_t count, strataDataType_t datatype, int* source, strataComm_t comm,
+                             strataStream_t stream);
 /// Collective (a Strata extension): returns once every rank of comm has called it (with a stream: enqueued,
 /// as other device calls). Returns strataInvalidUsage if comm is not live, a failed comm's failure code, or
 /// the errors of the exchange. Thread-safe (see the conventions above).

@@ -122,6 +122,11 @@ std::vector<uint8_t> Bootstrap::recv(int peer, uint32_t tag) {
   return recvTagged(peer, tag, strprintf("recv(tag %u)", tag).c_str());
 }
 
+bool Bootstrap::hasMessage(int peer, uint32_t tag) const {
+  if (peer < 0 || peer >= size()) return false;
+  return net_->hasMessage(commId_, worldRank(peer), tag);
+}
+
 void Bootstrap::sendTagged(int peer, uint64_t tag, const void* data, size_t len) {
   checkPeer(peer, "send");
   if (!data && len) throw InvalidArgument(strprintf("bootstrap send on rank %d: null data of %zu bytes", rank_, len));

@@ -105,6 +105,8 @@ class Bootstrap : public PeerExchange {
   /// Receives the next message from `peer` with `tag`; waits up to the deadline; throws RemoteError if
   /// the control plane reports a failure and TimeoutError on deadline.
   std::vector<uint8_t> recv(int peer, uint32_t tag) override;
+  /// True when recv(peer, tag) would return at once (a message is waiting); never blocks, consumes nothing.
+  bool hasMessage(int peer, uint32_t tag) const override;
   /// Every rank's `data` (may differ in length), in rank order.
   std::vector<std::vector<uint8_t>> allGather(const void* data, size_t len);
   void barrier();

@@ -382,6 +382,12 @@ BootstrapNetwork::RecvStatus BootstrapNetwork::recv(uint64_t commId, int fromWor
   }
 }
 
+bool BootstrapNetwork::hasMessage(uint64_t commId, int fromWorld, uint64_t tag) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = mailboxes_.find(MailboxKey{commId, fromWorld, tag});
+  return it != mailboxes_.end() && !it->second.empty();
+}
+
 void BootstrapNetwork::wakeReceivers() {
   { std::lock_guard<std::mutex> lock(mu_); }  // a recv between its flag check and its wait holds mu_
   cv_.notify_all();

@@ -59,6 +59,8 @@ class BootstrapNetwork {
   RecvStatus recv(uint64_t commId, int fromWorld, uint64_t tag, bootstrap_io::Deadline deadline,
                   std::vector<uint8_t>& out, const std::atomic<bool>* cancelled = nullptr,
                   const FailureScope* scope = nullptr);
+  /// True when a message for (commId, fromWorld, tag) has arrived and recv() would return it at once.
+  bool hasMessage(uint64_t commId, int fromWorld, uint64_t tag) const;
   /// Wakes every recv() so that it looks at its cancel flag again.
   void wakeReceivers();
 

@@ -19,6 +19,10 @@ class PeerExchange {
   virtual void send(int peer, uint32_t tag, const void* data, size_t len) = 0;
   /// The next message from `peer` with `tag`; throws TimeoutError/RemoteError instead of hanging.
   virtual std::vector<uint8_t> recv(int peer, uint32_t tag) = 0;
+  /// True when a message from `peer` with `tag` has arrived and recv() would return it at once; consumes nothing.
+  /// A receive from any source asks it whether a peer is setting up a connection to this rank. Exchanges that serve
+  /// only transport tests (no communicator, so no such receive) keep the default, false.
+  virtual bool hasMessage(int /*peer*/, uint32_t /*tag*/) const { return false; }
   /// Key for authenticating transport connections (the unique id's secret).
   virtual const std::array<uint8_t, 16>& secret() const = 0;
   /// Numeric address this rank's transport listeners should advertise.

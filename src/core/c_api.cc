@@ -110,6 +110,14 @@ strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatyp
   return issue("strataRecv", comm, c, stream);
 }
 
+strataResult_t strataRecvAny(void* recvbuff, size_t count, strataDataType_t datatype, int* source, strataComm_t comm,
+                             strataStream_t stream) {
+  if (strataResult_t r = checkDtype("strataRecvAny", comm, datatype); r != strataSuccess) return r;
+  CollCall c{CollKind::kRecv, nullptr, recvbuff, count, datatype, strataSum, 0, kAnySource};
+  c.source = source;
+  return issue("strataRecvAny", comm, c, stream);
+}
+
 strataResult_t strataBarrier(strataComm_t comm, strataStream_t stream) {
   CollCall c{CollKind::kBarrier, nullptr, nullptr, 0, strataInt8, strataSum, 0, -1};
   return issue("strataBarrier", comm, c, stream);

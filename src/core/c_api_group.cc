@@ -41,6 +41,14 @@ std::vector<std::shared_ptr<Task>> launchGroup(std::vector<std::pair<std::shared
     }
     it->second.push_back(call);
   }
+  // A receive from any source learns its peer only when a message arrives: it cannot be scheduled with other calls.
+  // Refused before anything runs, so the communicator stays usable.
+  for (auto& [comm, batch] : batches)
+    if (batch.size() > 1 && std::any_of(batch.begin(), batch.end(), [](const CollCall& c) { return isAnySource(c); }))
+      throw InvalidUsage(
+          strprintf("rank %d: a receive from any source (strataRecvAny) must be alone in its group; this "
+                    "group has %zu calls on its communicator",
+                    comm->rank(), batch.size()));
   std::vector<std::shared_ptr<Task>> tasks;
   // Device batches are enqueued on their stream and never block the host, so they need no task.
   for (auto it = batches.begin(); it != batches.end();) {

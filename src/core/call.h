@@ -28,7 +28,14 @@ struct CollCall {
   /// `stream` (nullptr: the legacy default stream).
   bool device = false;
   void* stream = nullptr;
+  /// A receive from any source (strataRecvAny): peer is kAnySource, and the rank whose send it took is stored here
+  /// when it completes.
+  int* source = nullptr;
 };
+
+/// The peer of a receive from any source (CollCall::source).
+inline constexpr int kAnySource = -2;
+inline bool isAnySource(const CollCall& c) { return c.kind == CollKind::kRecv && c.peer == kAnySource; }
 
 /// What an executing operation is, for error messages. Formatted only when something goes wrong, so the
 /// small-message fast path does no string work.

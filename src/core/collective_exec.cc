@@ -4,6 +4,7 @@
 #include <array>
 
 #include "collectives/p2p_group.h"
+#include "core/any_source.h"
 #include "kernels/reduce.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -48,6 +49,16 @@ void CollectiveExecutor::execute(std::span<const CollCall> calls) {
     return;
   }
   std::vector<CollCall> p2p;
+  for (const CollCall& c : calls) {
+    if (!isAnySource(c)) continue;
+    if (calls.size() > 1)
+      throw InvalidUsage(
+          strprintf("rank %d: a receive from any source must be alone in its group (this one has %zu "
+                    "calls): which peer it takes is known only once a message has arrived",
+                    rank_, calls.size()));
+    runRecvAny(c);
+    return;
+  }
   for (const CollCall& c : calls) {
     if (isP2P(c.kind)) p2p.push_back(c);
     else runCollective(c);
@@ -177,6 +188,27 @@ void CollectiveExecutor::runP2P(std::span<const CollCall> calls) {
   runPlan(plan, planPeers(plan), buffers, dtype, ReduceKind::kSum, what, PlanStamps{sendStamps, expectStamps},
           /*cachedRunner=*/nullptr, /*refs=*/nullptr);
   flight.done();
+}
+
+void CollectiveExecutor::runRecvAny(const CollCall& call) {
+  const OpLabel what{
+      rank_, CollKind::kRecv, "receive from any source", groups_.load() + 1, call.count, call.dtype, "p2p", 1};
+  AnySourceProbe probe(rank_, nranks_, conns_, recvsFrom_, (lastAnySource_ + 1) % nranks_);
+  progress_.drive(probe, what);
+  const int src = probe.source();
+  const uint64_t bytes = call.count * dtypeSize(call.dtype);
+  if (probe.stamp().lo != bytes)
+    throw InvalidUsage(
+        strprintf("rank %d: receive from any source of %llu bytes (count %zu, %s) matched rank %d's %s "
+                  "to this rank: the sizes of a send and its receive must match",
+                  rank_, static_cast<unsigned long long>(bytes), call.count, dtypeName(call.dtype), src,
+                  describeStamp(probe.stamp()).c_str()));
+  lastAnySource_ = src;
+  CollCall fromSrc = call;
+  fromSrc.peer = src;
+  fromSrc.source = nullptr;
+  runP2P(std::span<const CollCall>(&fromSrc, 1));
+  *call.source = src;
 }
 
 void CollectiveExecutor::runPlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers,

@@ -55,6 +55,9 @@ class CollectiveExecutor {
  private:
   void runCollective(const CollCall& call);
   void runP2P(std::span<const CollCall> calls);
+  /// A receive from any source (alone in its group): waits for the first peer whose next send to this rank has
+  /// arrived (AnySourceProbe), then receives it as a receive from that peer and stores the peer in call.source.
+  void runRecvAny(const CollCall& call);
   /// Runs `plan` on `buffers`. `cachedRunner` (may be null): where a cached plan keeps its runner between calls.
   /// `refs` (may be null): the plan's sends that may go as references (shm single copy), kept with the plan.
   void runPlan(const Plan& plan, const std::vector<int>& peers, std::span<void*> buffers, strataDataType_t dtype,
@@ -78,6 +81,7 @@ class CollectiveExecutor {
   std::atomic<uint64_t> groups_{0};  // send/recv groups executed so far, for error messages
   // Sends to and receives from each peer so far: the numbers in p2p stamps (call.h, p2pStamp).
   std::vector<uint32_t> sendsTo_, recvsFrom_;
+  int lastAnySource_ = 0;  // the peer the last receive from any source took; the next one looks at the others first
 
   // Plans by call shape. The algorithm is a function of the key (the settings are fixed per communicator), so
   // the selector runs only when a plan is built.

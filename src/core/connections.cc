@@ -55,6 +55,11 @@ void ConnectionTable::ensure(const std::vector<int>& peers) {
   }
 }
 
+bool ConnectionTable::connectRequested(int peer) const {
+  // Every transport's set-up starts with a message of the set-up tag from each side (transport.h).
+  return exchange_.hasMessage(peer, kConnSetupTag);
+}
+
 bool ConnectionTable::progressAll() {
   bool moved = false;
   for (auto& c : conns_)

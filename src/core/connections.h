@@ -35,6 +35,9 @@ class ConnectionTable {
   void ensure(const std::vector<int>& peers);
   /// The connection to `peer`, or nullptr if none was made yet.
   Connection* get(int peer) const { return conns_[static_cast<size_t>(peer)].get(); }
+  /// True when `peer` (no connection yet) has started to set one up with this rank: its half of the set-up waits in
+  /// the bootstrap, so ensure({peer}) completes without waiting on anyone else. Never blocks.
+  bool connectRequested(int peer) const;
   /// Progresses every connection; true if any moved bytes.
   bool progressAll();
   /// Every connection has handed its committed messages to the transport.

@@ -45,6 +45,11 @@ class MemoryConnection : public Connection {
     return m.bytes.data();
   }
   void recvRelease() override { in_->messages.pop_front(); }
+  Head peekStamp(MsgStamp* stamp) override {
+    if (in_->messages.empty()) return Head::kEmpty;
+    *stamp = in_->messages.front().stamp;
+    return Head::kArrived;
+  }
   bool progress() override { return false; }
   bool flushed() override { return true; }
   void checkPeer() override {}

@@ -13,7 +13,22 @@ void validateCall(const CollCall& c, int rank, int nranks, const RedOpTable& ops
   if (isRooted(c.kind) && (c.root < 0 || c.root >= nranks))
     throw InvalidArgument(
         strprintf("rank %d: %s: root %d is not a rank of this %d-rank communicator", rank, name, c.root, nranks));
-  if (isP2P(c.kind) && (c.peer < 0 || c.peer >= nranks))
+  if (isAnySource(c)) {
+    if (!c.source)
+      throw InvalidArgument(
+          strprintf("rank %d: receive from any source: source is NULL (where its rank is stored)", rank));
+    if (c.count == 0)
+      throw InvalidArgument(strprintf(
+          "rank %d: receive from any source of count 0: a send of 0 bytes carries no message to match", rank));
+    if (nranks == 1)
+      throw InvalidUsage(
+          strprintf("rank %d: receive from any source on a 1-rank communicator: there is no other rank", rank));
+    if (c.device)
+      throw InvalidUsage(strprintf(
+          "rank %d: receive from any source serves host memory only: a device call is enqueued on its stream with "
+          "its peers fixed, while the peer of this receive is known only once a message has arrived",
+          rank));
+  } else if (isP2P(c.kind) && (c.peer < 0 || c.peer >= nranks))
     throw InvalidArgument(
         strprintf("rank %d: %s: peer %d is not a rank of this %d-rank communicator", rank, name, c.peer, nranks));
   const size_t esize = dtypeSize(c.dtype);

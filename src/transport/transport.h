@@ -68,6 +68,18 @@ class Connection {
   virtual const void* tryRecvPeek(size_t bytes, const MsgStamp& expected) = 0;
   virtual void recvRelease() = 0;
 
+  /// What the head of the incoming side holds, for a receive from any source (peekStamp).
+  enum class Head {
+    kEmpty,    ///< nothing has arrived yet
+    kArrived,  ///< a message is first in line; its stamp was stored
+    kClosed,   ///< the peer closed its side in order after every message it sent was taken: nothing more can come
+  };
+  /// The stamp of the next incoming message once its header has arrived (ucx: the whole message, whose stamp
+  /// follows the payload), consuming nothing: tryRecvPeek then still returns that message. A receive from any
+  /// source compares it with what it expects of each peer before it receives from one. Throws RemoteError on a
+  /// broken link, as tryRecvPeek does.
+  virtual Head peekStamp(MsgStamp* stamp) = 0;
+
   /// Single copy (shm between processes of one host): the smallest message this connection sends as a reference
   /// to the sender's own memory, which the receiver then reads directly (process_vm_readv); 0 when it never does.
   virtual size_t refMinBytes() const { return 0; }

@@ -31,7 +31,7 @@ CUDA_NAME = re.compile(r"cuda|nccl|gpu", re.IGNORECASE)
 # those). Four are gated on gloo's name: for strata they run as gloo (suite_worker.AS_GLOO). Left out: the
 # all_to_all tests (torch runs them on CPU only for MPI: they skip for gloo too), tests that skip for gloo as
 # well at 2 ranks (object lists at world size != 4, NCCL-only batch p2p, the *_group tests, which need 8 ranks),
-# and recv from any source, which strata does not serve (known_differences.txt; its peer waits a minute).
+# and recv from any source (in the full selection; the ci subset keeps one send/recv test per form).
 CI_TESTS = (
     "test_all_reduce_sum", "test_all_reduce_sum_async", "test_all_reduce_product", "test_all_reduce_sum_complex",
     "test_all_reduce_complex_unsupported_ops", "test_all_reduce_coalesced_sum",

@@ -14,7 +14,8 @@ tensor, coalesced), broadcast, reduce, all_to_all (list, single with any split s
 send/recv, barrier and monitored_barrier; coalescing (batch_isend_irecv, DDP's and FSDP's coalesced calls run
 as one Strata group), split_group (strataCommSplit, no new rendezvous), sequence numbers, and Works that
 report completion and carry futures. CUDA tensors follow ProcessGroupNCCL's stream model. The group's timeout
-becomes the communicator's (STRATA_TIMEOUT_MS, unless set). Not served: recv from any source.
+becomes the communicator's (STRATA_TIMEOUT_MS, unless set). recv without src (from any source) is
+strataRecvAny, on CPU tensors; the Work's source rank names the sender.
 
 Where the extension was not built (no torch at build time), or with STRATA_TORCH_BACKEND=python, the backend
 is the Python-level one in strata._torch_python (no coalescing; see its docstring).

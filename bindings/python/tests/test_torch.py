@@ -22,6 +22,11 @@ def test_native_backend():
     assert out.count("torch native ok") == 3, out
 
 
+def test_recv_any_source_matches_gloo():
+    out = launch(3, "recv_any_source", timeout=300)
+    assert out.count("same: True") == 3, out
+
+
 def test_fsdp2_matches_gloo():
     out = launch(2, "fsdp2_compare", timeout=300)
     assert out.count("equal at every step: True") == 2, out

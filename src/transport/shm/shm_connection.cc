@@ -149,6 +149,21 @@ class ShmConnection final : public Connection {
     return peek(dst, bytes, expected);
   }
 
+  Head peekStamp(MsgStamp* stamp) override {
+    const ShmSlotHeader* h = slotHeader(rxSlots_, stride_, rxSlot_);
+    uint64_t ready = h->ready.load(std::memory_order_acquire);
+    if (ready != rxTail_ + 1) {
+      if (ready + nslots_ != rxTail_ + 1 && ready != 0) corrupted(ready, h->size);
+      if (!rx_->senderClosed.load(std::memory_order_acquire)) return Head::kEmpty;
+      // Closed: everything it committed before closing is visible now.
+      ready = h->ready.load(std::memory_order_acquire);
+      if (ready != rxTail_ + 1) return Head::kClosed;
+    }
+    tsanAcquire(rxKey_);
+    *stamp = MsgStamp{h->stampLo, h->stampHi};
+    return Head::kArrived;
+  }
+
   // The next message; a reference is read into `dst` (nullptr: the bounce buffer) and that is returned.
   const void* peek(void* dst, size_t bytes, const MsgStamp& expected) {
     const ShmSlotHeader* h = slotHeader(rxSlots_, stride_, rxSlot_);

@@ -162,6 +162,18 @@ class TcpConnection final : public Connection {
     return recvPayload(slot);
   }
 
+  Head peekStamp(MsgStamp* stamp) override {
+    const uint64_t slot = recvHead_ % nslots_;
+    Sock& s = socks_[recvHead_ % nsocks_];  // message m travels on socket m % nsocks
+    if (!recvReady_[slot]) readSock(s);
+    if (recvReady_[slot] || (s.recvMsg == recvHead_ && s.recvGot >= kHdr)) {
+      *stamp = recvHdr_[slot].stamp;
+      return Head::kArrived;
+    }
+    if (s.err != 0) throwBroken(s);
+    return s.eof ? Head::kClosed : Head::kEmpty;
+  }
+
   void recvRelease() override {
     const uint64_t slot = recvHead_ % nslots_;
     if (!recvReady_[slot]) {

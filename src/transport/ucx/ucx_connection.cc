@@ -105,6 +105,25 @@ const void* UcxConnection::tryRecvPeek(size_t bytes, const MsgStamp& expected) {
   return recvPayload(slot);
 }
 
+Connection::Head UcxConnection::peekStamp(MsgStamp* stamp) {
+  const uint64_t slot = recvHead_ % nslots_;
+  if (!recvDone_[slot]) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!testRecv(slot)) {
+      worker_->progress();
+      if (!testRecv(slot)) {
+        // A peer that said goodbye after sending everything this side took has simply finished.
+        if (peerClosed() && recvHead_ >= peerSent_) return Head::kClosed;
+        if (!recvPeerGone(false)) return Head::kEmpty;
+        worker_->drain();  // whatever it managed to send before it went
+        if (!testRecv(slot)) throwGone();
+      }
+    }
+  }
+  std::memcpy(stamp, recvPayload(slot) + recvLen_[slot] - kStampBytes, kStampBytes);
+  return Head::kArrived;
+}
+
 void UcxConnection::recvRelease() {
   const uint64_t slot = recvHead_ % nslots_;
   if (!recvDone_[slot]) {

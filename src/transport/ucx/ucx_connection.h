@@ -60,6 +60,7 @@ class UcxConnection final : public Connection {
   void sendCommit(size_t bytes, const MsgStamp& stamp) override;
   const void* tryRecvPeek(size_t bytes, const MsgStamp& expected) override;
   void recvRelease() override;
+  Head peekStamp(MsgStamp* stamp) override;
   bool progress() override;
   bool flushed() override;
   void checkPeer() override;
