@@ -164,18 +164,18 @@ typedef struct {
   /// meanwhile first waits for the creation to end. Split and shrink are collectives ordered with comm's other
   /// calls, so they always complete before returning (strataSuccess), whatever this says.
   int blocking;
-  int timeoutMs;         ///< Deadline of every wait of this communicator, in ms (STRATA_TIMEOUT_MS).
-  const char* commName;  ///< A name for the communicator, shown in its flight recorder's dumps; NULL: none.
-  const char* algo;      ///< Forced algorithms as STRATA_ALGO spells them ("allreduce:ring,..."); "" forces none.
-  const char* transport; ///< "auto", "shm", "tcp" or "ucx" (STRATA_TRANSPORT).
-  int nslots;            ///< FIFO slots per connection direction (STRATA_NSLOTS).
-  int pieceBytes;        ///< Bytes per transport message (STRATA_PIECE_BYTES).
+  int timeoutMs;          ///< Deadline of every wait of this communicator, in ms (STRATA_TIMEOUT_MS).
+  const char* commName;   ///< A name for the communicator, shown in its flight recorder's dumps; NULL: none.
+  const char* algo;       ///< Forced algorithms as STRATA_ALGO spells them ("allreduce:ring,..."); "" forces none.
+  const char* transport;  ///< "auto", "shm", "tcp" or "ucx" (STRATA_TRANSPORT).
+  int nslots;             ///< FIFO slots per connection direction (STRATA_NSLOTS).
+  int pieceBytes;         ///< Bytes per transport message (STRATA_PIECE_BYTES).
 } strataConfig_t;
 /// A strataConfig_t with every setting unset (and blocking).
-#define STRATA_CONFIG_INITIALIZER                                                                                \
-  {                                                                                                              \
-    sizeof(strataConfig_t), STRATA_CONFIG_MAGIC, STRATA_VERSION_CODE, STRATA_CONFIG_UNDEF_INT,                   \
-        STRATA_CONFIG_UNDEF_INT, NULL, NULL, NULL, STRATA_CONFIG_UNDEF_INT, STRATA_CONFIG_UNDEF_INT              \
+#define STRATA_CONFIG_INITIALIZER                                                                   \
+  {                                                                                                 \
+    sizeof(strataConfig_t), STRATA_CONFIG_MAGIC, STRATA_VERSION_CODE, STRATA_CONFIG_UNDEF_INT,      \
+        STRATA_CONFIG_UNDEF_INT, NULL, NULL, NULL, STRATA_CONFIG_UNDEF_INT, STRATA_CONFIG_UNDEF_INT \
   }
 /// strataCommInitRank with the settings of config (NULL: as strataCommInitRank). Returns as strataCommInitRank, and
 /// strataInvalidArgument for a config whose size, magic or fields are wrong (naming which); with config->blocking
@@ -193,9 +193,9 @@ strataResult_t strataCommInitFromEnv(strataComm_t* comm);
 /// Collective over comm: ranks with the same color form a new communicator, ordered by key then by old
 /// rank, returned in *newcomm. color = STRATA_SPLIT_NOCOLOR returns *newcomm = NULL. config: the new
 /// communicator's settings (strataConfig_t; NULL or unset fields: comm's). Runs after comm's earlier work. Returns
-/// strataInvalidArgument for newcomm NULL, a wrong config or a negative color other than STRATA_SPLIT_NOCOLOR; strataInvalidUsage if comm is not live; a failed
-/// comm's failure code; errors of the rendezvous as strataCommInitRank. comm stays valid. Thread-safe (see
-/// the conventions above).
+/// strataInvalidArgument for newcomm NULL, a wrong config or a negative color other than STRATA_SPLIT_NOCOLOR;
+/// strataInvalidUsage if comm is not live; a failed comm's failure code; errors of the rendezvous as
+/// strataCommInitRank. comm stays valid. Thread-safe (see the conventions above).
 strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm,
                                const strataConfig_t* config);
 /// strataCommShrink flag: wait for comm's outstanding work to end (after a failure it ends at once).

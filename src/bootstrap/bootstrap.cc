@@ -55,6 +55,7 @@ std::shared_ptr<Bootstrap> Bootstrap::connect(const Config& config, const Unique
 Bootstrap::Bootstrap(std::shared_ptr<BootstrapNetwork> net, uint64_t commId, std::vector<int> worldRanks, int rank,
                      uint32_t epoch)
     : net_(std::move(net)), commId_(commId), worldRanks_(std::move(worldRanks)), rank_(rank) {
+  timeoutMs_.store(net_->config().timeoutMs);
   scope_.commId = commId_;
   scope_.epoch = epoch;
   if (epoch > 0) {
@@ -136,7 +137,7 @@ void Bootstrap::sendTagged(int peer, uint64_t tag, const void* data, size_t len)
 std::vector<uint8_t> Bootstrap::recvTagged(int peer, uint64_t tag, const char* what) {
   checkPeer(peer, "recv");
   std::vector<uint8_t> out;
-  const int64_t ms = net_->config().timeoutMs;
+  const int64_t ms = timeoutMs_.load();
   const Deadline deadline = Deadline::in(ms);
   // A wait that lasts tells the root, so that a peer timing out on this rank can learn that this rank is
   // itself waiting, and on whom.
@@ -235,7 +236,9 @@ std::shared_ptr<Bootstrap> Bootstrap::split(int color, int key) {
                                 {commId_, seq, static_cast<uint64_t>(static_cast<uint32_t>(color))});
   STRATA_INFO(kLogBootstrap, "bootstrap split #%u on rank %d: color %d key %d -> rank %d of %zu", seq, rank_, color,
               key, newRank, world.size());
-  return std::make_shared<Bootstrap>(net_, id, std::move(world), newRank, scope_.epoch);
+  auto view = std::make_shared<Bootstrap>(net_, id, std::move(world), newRank, scope_.epoch);
+  view->setTimeoutMs(timeoutMs_.load());
+  return view;
 }
 
 std::shared_ptr<Bootstrap> Bootstrap::shrink(const std::vector<int>& excludedIn) {
@@ -269,6 +272,7 @@ std::shared_ptr<Bootstrap> Bootstrap::shrink(const std::vector<int>& excludedIn)
   const uint64_t id =
       hashWords(net_->secret(), "strata-shrink-comm", {commId_, listHash, seq, scope_.epoch + uint64_t{1}});
   auto view = std::make_shared<Bootstrap>(net_, id, world, newRank, scope_.epoch + 1);
+  view->setTimeoutMs(timeoutMs_.load());
   STRATA_INFO(kLogBootstrap,
               "bootstrap shrink on rank %d: %zu excluded (shrink #%u with this list) -> rank %d of %d, "
               "epoch %u",

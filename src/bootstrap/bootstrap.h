@@ -120,6 +120,9 @@ class Bootstrap : public PeerExchange {
   /// others of the new view); this view's own exchanges are not used, so it works after this view failed.
   /// Throws InvalidArgument for a bad list (out of range, this rank in it).
   std::shared_ptr<Bootstrap> shrink(const std::vector<int>& excluded);
+  /// The deadline of this view's waits, in ms: the network's Config::timeoutMs, or the parent view's for a split or
+  /// shrink, until the communicator made on the view sets its own (strataConfig_t.timeoutMs).
+  void setTimeoutMs(int64_t ms) { timeoutMs_.store(ms); }
   /// The shrink epoch of this view (0 for the world and its splits).
   uint32_t epoch() const { return scope_.epoch; }
 
@@ -167,6 +170,7 @@ class Bootstrap : public PeerExchange {
   uint64_t commId_;
   std::vector<int> worldRanks_;  // index: rank in this view; value: rank in the network
   int rank_;
+  std::atomic<int64_t> timeoutMs_{0};         // setTimeoutMs
   uint32_t collSeq_ = 0;                      // sequence of allGather/barrier/split calls, part of their tags
   std::map<uint64_t, uint32_t> shrinksWith_;  // shrinks of this view so far by exclude list (its hash)
   FailureScope scope_;                        // which of the job's failures end this view's waits

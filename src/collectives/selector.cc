@@ -13,16 +13,23 @@ Selector::Selector(std::map<std::string, std::string> forced, TuningInputs tunin
   checkForced(forced_);
 }
 
-void Selector::checkForced(const std::map<std::string, std::string>& forced) {
+void Selector::checkForced(const std::map<std::string, std::string>& forced, bool algorithmsToo) {
   for (const auto& [coll, algo] : forced) {
     std::string known;
-    bool found = false;
+    int found = -1;
     for (int k = 0; k < kNumCollKinds; ++k) {
       const char* name = collName(static_cast<CollKind>(k));
-      found |= coll == name;
+      if (coll == name) found = k;
       known += std::string(known.empty() ? "" : ", ") + name;
     }
-    if (!found) throw InvalidArgument("STRATA_ALGO names unknown collective '" + coll + "' (known: " + known + ")");
+    if (found < 0) throw InvalidArgument("STRATA_ALGO names unknown collective '" + coll + "' (known: " + known + ")");
+    const auto kind = static_cast<CollKind>(found);
+    if (algorithmsToo && !findAlgorithm(kind, algo)) {
+      std::string list;
+      for (const std::string& n : algorithmsFor(kind)) list += (list.empty() ? "" : ", ") + n;
+      throw InvalidArgument(
+          strprintf("STRATA_ALGO: %s has no algorithm '%s' (available: %s)", coll.c_str(), algo.c_str(), list.c_str()));
+    }
   }
 }
 

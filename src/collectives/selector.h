@@ -22,8 +22,9 @@ class Selector {
   /// does not exist (a misspelt one would otherwise be ignored silently); algorithm names are checked when
   /// that collective is first chosen for.
   Selector(std::map<std::string, std::string> forced, TuningInputs tuning, int rank);
-  /// The constructor's check of `forced`, for callers that want it before any communication.
-  static void checkForced(const std::map<std::string, std::string>& forced);
+  /// The constructor's check of `forced`, for callers that want it before any communication; `algorithmsToo` also
+  /// refuses an algorithm name the collective does not have (communicator creation: a misspelt name fails at once).
+  static void checkForced(const std::map<std::string, std::string>& forced, bool algorithmsToo = false);
 
   /// The algorithm for a call of `kind` whose full buffer (nccl-tests' "size") is `bytes`, with the model's
   /// predicted time (0 where it has none). Throws InvalidArgument for a forced algorithm `kind` lacks.

@@ -150,7 +150,8 @@ CommImpl::CommImpl(const Config& config, std::shared_ptr<Bootstrap> bootstrap)
 
 std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr<Bootstrap> bootstrap,
                                            std::string name) {
-  Selector::checkForced(config.algo);  // before any communication, so a misspelt name fails at once
+  Selector::checkForced(config.algo, true);   // before any communication, so a misspelt name fails at once
+  bootstrap->setTimeoutMs(config.timeoutMs);  // a split or shrink view had its parent's until now
   std::shared_ptr<CommImpl> comm(new CommImpl(config, std::move(bootstrap)));
   comm->name_ = std::move(name);
   Bootstrap& boot = *comm->bootstrap_;
