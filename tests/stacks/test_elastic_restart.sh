@@ -3,6 +3,8 @@
 # over strata, RUNS times (default 1; the acceptance asks for 20 in a row): each strata run must finish,
 # resume from the checkpoint and end with gloo's loss and parameters, within gloo's time + SLACK_S seconds
 # (default 60: in make test a bound on a hang, not a speed claim; the issue's acceptance runs it as `20 5`).
+# gloo itself may fail its restart (a stale peer address in the reused agent store): it gets 3 tries, then the
+# reference is its run without the kill (same result, no time to compare).
 # Prints each run's times.
 # usage: PYTHONPATH=build/python tests/stacks/test_elastic_restart.sh [RUNS] [SLACK_S]
 # Exits 77 (ctest's skip) when torch is missing.
@@ -17,8 +19,8 @@ if ! "$python" -c "import torch" 2>/dev/null; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-run() {  # run BACKEND N: one torchrun job; prints "<seconds> <final line>"
-  local backend=$1 n=$2 port
+run() {  # run BACKEND N [KILL_STEP]: one torchrun job; prints "<seconds> <final line>"
+  local backend=$1 n=$2 kill=${3:-4} port
   port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   rm -rf "$work/$backend"
   mkdir -p "$work/$backend"
@@ -26,7 +28,7 @@ run() {  # run BACKEND N: one torchrun job; prints "<seconds> <final line>"
   start=$(date +%s.%N)
   if ! out=$(OMP_NUM_THREADS=1 timeout 300 "$python" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 \
       --max-restarts 1 --monitor-interval 0.2 --master-addr 127.0.0.1 --master-port "$port" \
-      "$here/elastic_train.py" "$backend" "$work/$backend" 2>&1); then
+      "$here/elastic_train.py" "$backend" "$work/$backend" 10 "$kill" 2>&1); then
     echo "run $n: $backend failed or hung:" >&2
     echo "$out" | tail -40 >&2
     return 1
@@ -36,15 +38,30 @@ run() {  # run BACKEND N: one torchrun job; prints "<seconds> <final line>"
 }
 fail=0
 for ((i = 1; i <= runs; ++i)); do
-  g=$(run gloo "$i") || exit 1
+  # gloo's own restart is not reliable on torch 2.15: torchrun reuses the agent's store across attempts without a
+  # prefix, and a gloo rank may read the last attempt's address of its peer and time out connecting to it (strata's
+  # ids are keyed by generation). So gloo gets up to 3 tries; if none resumes, the reference is gloo's run without
+  # the kill (the checkpoint makes the result the same) and there is no time to compare with.
+  g="" gtries=0
+  while [[ -z $g && $gtries -lt 3 ]]; do
+    gtries=$((gtries + 1))
+    g=$(run gloo "$i" 2>/dev/null) || g=""
+  done
+  if [[ -z $g ]]; then
+    echo "run $i: gloo failed its own restart $gtries times; reference: gloo without the kill"
+    g=$(run gloo "$i" -1) || exit 1
+    gloo_timed=0
+  else
+    gloo_timed=1
+  fi
   s=$(run strata "$i") || exit 1
   gt=${g%% *} st=${s%% *}
-  echo "run $i: gloo ${gt} s (${g#* }), strata ${st} s (${s#* })"
-  if [[ ${g#* } != "${s#* }" || ${g#* } != "final attempt 1 "* ]]; then
+  echo "run $i: gloo ${gt} s (${g#* }; $gtries tries), strata ${st} s (${s#* })"
+  if [[ ${g#* final attempt ? } != "${s#* final attempt ? }" || ${s#* } != "final attempt 1 "* ]]; then
     echo "run $i: strata did not resume to gloo's result" >&2
     fail=1
   fi
-  if awk "BEGIN{exit !($st > $gt + $slack)}"; then
+  if ((gloo_timed)) && awk "BEGIN{exit !($st > $gt + $slack)}"; then
     echo "run $i: strata took ${st} s, more than gloo's ${gt} s + ${slack} s" >&2
     fail=1
   fi
