@@ -26,7 +26,9 @@ def main():
     if backend == "strata":
         import strata.torch  # noqa: F401
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    dist.init_process_group(backend, timeout=timedelta(seconds=120))
+    # The group's timeout bounds a gloo restart that reads a stale peer address (see test_elastic_restart.sh); it
+    # is the same for both backends. ELASTIC_PG_TIMEOUT_S overrides it.
+    dist.init_process_group(backend, timeout=timedelta(seconds=float(os.environ.get("ELASTIC_PG_TIMEOUT_S", "30"))))
     r = dist.get_rank()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 8))

@@ -26,7 +26,7 @@ run() {  # run BACKEND N [KILL_STEP]: one torchrun job; prints "<seconds> <final
   mkdir -p "$work/$backend"
   local start end out
   start=$(date +%s.%N)
-  if ! out=$(OMP_NUM_THREADS=1 timeout 300 "$python" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 \
+  if ! out=$(OMP_NUM_THREADS=1 timeout 180 "$python" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 \
       --max-restarts 1 --monitor-interval 0.2 --master-addr 127.0.0.1 --master-port "$port" \
       "$here/elastic_train.py" "$backend" "$work/$backend" 10 "$kill" 2>&1); then
     echo "run $n: $backend failed or hung:" >&2
@@ -45,7 +45,8 @@ for ((i = 1; i <= runs; ++i)); do
   g="" gtries=0
   while [[ -z $g && $gtries -lt 3 ]]; do
     gtries=$((gtries + 1))
-    g=$(run gloo "$i" 2>/dev/null) || g=""
+    t0=$(date +%s)
+    g=$(run gloo "$i" 2>/dev/null) || { g=""; echo "run $i: gloo try $gtries failed after $(($(date +%s) - t0)) s"; }
   done
   if [[ -z $g ]]; then
     echo "run $i: gloo failed its own restart $gtries times; reference: gloo without the kill"
