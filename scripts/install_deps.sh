@@ -48,6 +48,17 @@ if ((${#pmissing[@]})); then
   # --no-cache-dir: the torch wheel and its CUDA libraries are ~5 GB installed; a cached copy would double it.
   $PY -m pip install -q --no-cache-dir "${pmissing[@]}"
 fi
+# cuobjdump and nvdisasm (PyPI's wheels: the toolkit here has neither), which read the machine code of the executor's
+# kernels for perf/sass_check.sh. They install as nvidia/cu13/bin/ in site-packages; --no-deps keeps torch's CUDA
+# wheels as they are.
+if ! $PY - <<'PYEOF' 2>/dev/null; then
+import os, sys
+sys.exit(0 if all(any(os.path.exists(os.path.join(p, "nvidia", "cu13", "bin", t)) for p in sys.path)
+                  for t in ("cuobjdump", "nvdisasm")) else 1)
+PYEOF
+  echo "[install_deps] pip install nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37"
+  $PY -m pip install -q --no-cache-dir --no-deps nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37
+fi
 # oneCCL, a baseline of strata-perf (--baseline oneccl), in a prefix of its own: its Intel MPI runtime brings an
 # mpiexec and a libmpi that must not shadow Open MPI's. 2021.16.2 is the newest CPU wheel that installs as published
 # (2021.17 and later need a libfabric>=2.6 that PyPI lacks, and a libccl.so.2 only the GPU wheel has).

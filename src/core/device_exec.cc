@@ -424,7 +424,9 @@ void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std:
   }
   slot.what = strprintf("%s (call %llu)", what.c_str(), static_cast<unsigned long long>(++execCalls_));
   slot.used = true;
-  check(api_.launchExecutor(d + kSlotLanes, lanes, kExecThreads, stream), "the device executor's kernel launch");
+  check(api_.launchExecutor(d + kSlotLanes, lanes, kExecThreads, static_cast<int>(l.dtype),
+                            static_cast<int>(l.eff.kind), stream),
+        "the device executor's kernel launch");
   check(api_.launchHostFunc(stream, &DeviceEngine::execFinished, &slot), "cudaLaunchHostFunc");
   if (!captured) check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
 }

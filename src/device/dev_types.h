@@ -16,6 +16,16 @@
 
 namespace strata::devproto {
 
+/// 16 bytes as four words, what the data loops move per load and store: one ld/st.v4 on the GPU
+/// (DevicePolicy::load16/store16). On the CPU it may alias the typed elements it carries.
+#if defined(__CUDACC__)
+struct alignas(16) Vec16 {
+#else
+struct __attribute__((may_alias, aligned(16))) Vec16 {
+#endif
+  uint32_t w[4];
+};
+
 /// Sizes both ends agree on (the set-up exchange checks that every rank has the same). An op of at most
 /// llMaxBytes goes as one LL piece; a larger one in Simple pieces of pieceBytes. llMaxBytes <= pieceBytes, so an op
 /// takes as many slots under either protocol (one per pieceBytes or part), and the plans' rule that no rank runs more
@@ -26,10 +36,16 @@ struct ProtoConfig {
   uint32_t llMaxBytes = 16 * 1024;   // LL: data bytes per slot (the slot holds twice that in lines)
 };
 
-/// Bytes of one ConnMem for `cfg` (a multiple of 128 when the sizes are multiples of 16 and nslots is even, at
-/// least 16-byte aligned otherwise).
+/// A Simple slot: a 16-byte header (the word at its start: the byte offset, 0..15, at which the sender placed the
+/// piece after the header), then pieceBytes of data at that offset. The sender places a piece at the offset mod 16
+/// of the user's memory it writes or reads, so that the slot and the user's buffer move in aligned 16-byte vectors
+/// together whatever the alignment of the user's pointer.
+inline constexpr uint64_t kSimpleSlotHeader = 16;
+STRATA_HD_INLINE uint64_t simpleSlotBytes(const ProtoConfig& cfg) { return cfg.pieceBytes + 2 * kSimpleSlotHeader; }
+
+/// Bytes of one ConnMem for `cfg` (a multiple of 16 when the sizes are).
 STRATA_HD_INLINE uint64_t connMemBytes(const ProtoConfig& cfg) {
-  return 256 + static_cast<uint64_t>(cfg.nslots) * (cfg.pieceBytes + 2ull * cfg.llMaxBytes);
+  return 256 + static_cast<uint64_t>(cfg.nslots) * (simpleSlotBytes(cfg) + 2ull * cfg.llMaxBytes);
 }
 
 /// The receiver-held memory of one direction of one connection; `simple` and `ll` follow the header.
@@ -42,11 +58,13 @@ struct alignas(128) ConnCtrl {
 static_assert(sizeof(ConnCtrl) == 256, "ConnCtrl is two 128-byte lines");
 
 STRATA_HD_INLINE ConnCtrl* connCtrl(void* mem) { return static_cast<ConnCtrl*>(mem); }
+/// The Simple slot of `step` (16-byte aligned): its header word, then the data from simpleData().
 STRATA_HD_INLINE char* simpleSlot(void* mem, const ProtoConfig& cfg, uint64_t step) {
-  return static_cast<char*>(mem) + 256 + (step % cfg.nslots) * cfg.pieceBytes;
+  return static_cast<char*>(mem) + 256 + (step % cfg.nslots) * simpleSlotBytes(cfg);
 }
+STRATA_HD_INLINE char* simpleData(char* slot) { return slot + kSimpleSlotHeader; }
 STRATA_HD_INLINE uint64_t* llSlot(void* mem, const ProtoConfig& cfg, uint64_t step) {
-  char* base = static_cast<char*>(mem) + 256 + static_cast<uint64_t>(cfg.nslots) * cfg.pieceBytes;
+  char* base = static_cast<char*>(mem) + 256 + static_cast<uint64_t>(cfg.nslots) * simpleSlotBytes(cfg);
   return reinterpret_cast<uint64_t*>(base + (step % cfg.nslots) * 2ull * cfg.llMaxBytes);
 }
 

@@ -6,10 +6,17 @@
 #include <cstdint>
 #include <cuda/atomic>
 
+#include "device/dev_types.h"
+
 namespace strata::devproto {
 
 struct DevicePolicy {
   uint32_t* shared;  // one word of the block's shared memory: the leader's verdict
+
+  // Threads that move consecutive 16-byte vectors (a warp), and the fewest threads a block has (the launch refuses
+  // fewer): a piece's unaligned head and tail, at most kMaxEdgeElems elements, take one pass of the block.
+  static constexpr uint32_t kWarp = 32;
+  static constexpr uint32_t kMinThreads = 64;
 
   template <class T>
   static __device__ T loadAcquire(const T* p) {
@@ -33,6 +40,20 @@ struct DevicePolicy {
   }
   static __device__ uint32_t fetchAddU32(uint32_t* p, uint32_t v) {
     return cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*p).fetch_add(v, cuda::memory_order_acq_rel);
+  }
+  // 16 bytes at a 16-byte aligned generic address (this GPU's memory or a peer's), as one instruction: written in
+  // PTX so that the compiler cannot split it into narrower loads when it needs only some of the words.
+  static __device__ __forceinline__ Vec16 load16(const void* p) {
+    Vec16 v;
+    asm volatile("ld.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+                 : "l"(p)
+                 : "memory");
+    return v;
+  }
+  static __device__ __forceinline__ void store16(void* p, const Vec16& v) {
+    asm volatile("st.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]), "r"(v.w[2]), "r"(v.w[3])
+                 : "memory");
   }
   static __device__ uint64_t nowNs() {
     uint64_t t;

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <thread>
 
+#include "device/dev_types.h"
+
 namespace strata::devproto {
 
 /// What the threads of one lane share (one per lane of a call): the block's barrier and shared words.
@@ -26,6 +28,10 @@ struct HostGroup {
 struct HostPolicy {
   HostGroup* group = nullptr;  // nullptr: a group of one thread
   uint32_t thread = 0;         // this thread's index in the group
+
+  // As DevicePolicy's: a group of any size, each thread's vectors consecutive.
+  static constexpr uint32_t kWarp = 1;
+  static constexpr uint32_t kMinThreads = 1;
 
   template <class T>
   static T loadAcquire(const T* p) {
@@ -49,6 +55,8 @@ struct HostPolicy {
   static uint32_t fetchAddU32(uint32_t* p, uint32_t v) {
     return std::atomic_ref<uint32_t>(*p).fetch_add(v, std::memory_order_acq_rel);
   }
+  static Vec16 load16(const void* p) { return *static_cast<const Vec16*>(p); }
+  static void store16(void* p, const Vec16& v) { *static_cast<Vec16*>(p) = v; }
   static uint64_t nowNs() {
     return static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())

@@ -1,7 +1,7 @@
 // The device protocol, written once for the GPU and for CPU threads: per-peer FIFOs with the Simple and LL
 // protocols, NCCL-style primitives over them, and the executor that runs a lowered plan's lanes (device/dev_plan.h).
 //
-// Everything here is a template over an execution policy P (device/policy.h: DevicePolicy under nvcc,
+// Everything here is a template over an execution policy P (device/device_policy.cuh: DevicePolicy under nvcc,
 // device/host_policy.h: HostPolicy for CPU threads), so the unit tests run, under ThreadSanitizer, the very code
 // a kernel runs: P supplies the atomics and fences, the clock, the back-off and the thread group of a lane (a
 // thread block on the GPU, one thread on the CPU).
@@ -10,7 +10,7 @@
 // GPU, a shared mapping in the CPU tests):
 //   ctrl.head   pieces the sender has posted (Simple; written by the sender, read by the receiver)
 //   ctrl.tail   pieces the receiver has consumed (both protocols; written by the receiver, read by the sender)
-//   simple[s]   nslots slots of pieceBytes
+//   simple[s]   nslots slots: a 16-byte header (the byte offset, 0..15, of the piece after it), then the piece
 //   ll[s]       nslots slots of LL lines: 8 bytes each, 4 bytes of data and a 4-byte flag, stored as one 64-bit
 //               word, so a line is never seen half written; flag = low 32 bits of (step + 1)
 // Step counters (pieces sent / received on each connection) live in the rank's own memory and are advanced by
@@ -24,19 +24,23 @@
 // by a lane of this rank that failed) and a deadline; a wait that ends that way records why in the Failure word
 // and the lane returns.
 //
+// The elements and operators are in device/elements.h, the 16-byte vectors of the data loops in device/vec16.h.
+//
 // Linkage: like util/dtype_codec.h (which this uses), everything is in an unnamed namespace: include this from a
 // .cc/.cu file, never from an inline function with external linkage.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "collectives/plan.h"
 #include "device/dev_types.h"
+#include "device/elements.h"
+#include "device/vec16.h"
 #include "kernels/reduce_kind.h"
 #include "strata/strata.h"
-#include "util/dtype_codec.h"
 
 #if defined(__CUDACC__)
 #define STRATA_HD __host__ __device__
@@ -45,74 +49,7 @@
 #endif
 
 namespace strata::devproto {
-
-// ---- elements -----------------------------------------------------------------------------------------------
-
 namespace {
-
-template <class T>
-struct Plain {
-  using Storage = T;
-  using Acc = T;
-  static STRATA_HD_INLINE Acc widen(Storage s) { return s; }
-  static STRATA_HD_INLINE Storage narrow(Acc a) { return a; }
-};
-template <class Codec, class S>
-struct Narrow {
-  using Storage = S;
-  using Acc = float;
-  static STRATA_HD_INLINE float widen(Storage s) { return Codec::decode(s); }
-  static STRATA_HD_INLINE Storage narrow(float a) { return static_cast<Storage>(Codec::encode(a)); }
-};
-using HalfElem = Narrow<dtype_codec::Half, uint16_t>;
-using Bf16Elem = Narrow<dtype_codec::Bf16, uint16_t>;
-using E4m3Elem = Narrow<dtype_codec::E4m3, uint8_t>;
-using E5m2Elem = Narrow<dtype_codec::E5m2, uint8_t>;
-
-// The element operator, as the host kernels define it (kernels/reduce_kind.h): integers wrap through the
-// unsigned type; float max/min propagate NaN (x when x is NaN, else the comparison's choice).
-template <ReduceKind K, class A>
-STRATA_HD_INLINE A combine(A x, A y) {
-  if constexpr (std::is_integral_v<A>) {
-    using U = std::make_unsigned_t<A>;
-    if constexpr (K == ReduceKind::kSum) return static_cast<A>(static_cast<U>(x) + static_cast<U>(y));
-    if constexpr (K == ReduceKind::kProd) return static_cast<A>(static_cast<U>(x) * static_cast<U>(y));
-    if constexpr (K == ReduceKind::kMax) return x > y ? x : y;
-    if constexpr (K == ReduceKind::kMin) return x < y ? x : y;
-  } else {
-#if defined(__CUDA_ARCH__)
-    if constexpr (K == ReduceKind::kSum) {
-      if constexpr (std::is_same_v<A, float>) return __fadd_rn(x, y);
-      else return __dadd_rn(x, y);
-    }
-    if constexpr (K == ReduceKind::kProd) {
-      if constexpr (std::is_same_v<A, float>) return __fmul_rn(x, y);
-      else return __dmul_rn(x, y);
-    }
-#else
-    if constexpr (K == ReduceKind::kSum) return x + y;
-    if constexpr (K == ReduceKind::kProd) return x * y;
-#endif
-    if constexpr (K == ReduceKind::kMax) return (x > y || x != x) ? x : y;
-    if constexpr (K == ReduceKind::kMin) return (x < y || x != x) ? x : y;
-  }
-  return x;
-}
-
-// The pre-multiplication of PreMulSum and float Avg, as the host's scaleBy/multiplyBy: f64 for 64-bit floats, f32
-// for the others; integers multiply in their own type (wrapping).
-template <class E>
-STRATA_HD_INLINE typename E::Storage preScale(typename E::Storage s, const LaneArgs& a) {
-  using Acc = typename E::Acc;
-  if constexpr (std::is_integral_v<Acc>) {
-    using U = std::make_unsigned_t<Acc>;
-    return static_cast<Acc>(static_cast<U>(s) * static_cast<U>(a.preMulInt));
-  } else if constexpr (std::is_same_v<Acc, double>) {
-    return s * a.preMul;
-  } else {
-    return E::narrow(E::widen(s) * static_cast<float>(a.preMul));
-  }
-}
 
 // ---- the policy-generic pieces --------------------------------------------------------------------------------
 
@@ -136,13 +73,14 @@ STRATA_HD_INLINE uint32_t recordStop(const LaneArgs& a, uint32_t code, int op, i
 /// Waits until `ready()`; polls the stop conditions every 64 tries. Returns kFailNone or why it stopped, after
 /// recording it. Only the group's leader calls it for Simple waits; for LL every thread polls its own lines.
 template <class P, class Ready>
-STRATA_HD_INLINE uint32_t waitFor(const P& p, const LaneArgs& a, int op, int peer, uint32_t what, Ready ready) {
+STRATA_HD_INLINE uint32_t waitFor(const P& p, const LaneArgs& a, uint64_t deadlineNs, int op, int peer, uint32_t what,
+                                  Ready ready) {
   uint32_t spins = 0;
   while (!ready()) {
     if ((++spins & 63) == 0) {
       uint32_t code = kFailNone;
       if (P::loadRelaxed(a.abortWord) != 0 || P::loadRelaxed(a.stopWord) != 0) code = kFailAborted;
-      else if (a.deadlineNs != 0 && P::nowNs() > a.deadlineNs) code = kFailTimedOut;
+      else if (deadlineNs != 0 && P::nowNs() > deadlineNs) code = kFailTimedOut;
       if (code != kFailNone) return recordStop<P>(a, code, op, peer, what);
     }
     p.backoff(spins);
@@ -156,62 +94,30 @@ template <class P, class E, ReduceKind K>
 struct OpRunner {
   using S = typename E::Storage;
   const P& p;
-  const LaneArgs& a;
+  const LaneArgs& a;    // read where it is (on the GPU, the launch's array in device memory): never copied
+  uint64_t deadlineNs;  // P::nowNs() past this: time out (0: none)
   int opIndex;
+  FactorOf<E> factor;  // the pre-multiplication's factor (factorOf), held in a register
 
-  STRATA_HD S* buf(uint32_t b, uint64_t off) const {
+  STRATA_HD_INLINE S* buf(uint32_t b, uint64_t off) const {
     return static_cast<S*>(a.bufTable != nullptr ? a.bufTable[b] : a.bufs[b]) + off;
-  }
-  // An element read from a buffer: the send buffer's elements pre-multiplied where the op asks for it.
-  STRATA_HD_INLINE S readSrc(const DevOp& o, uint64_t i) const {
-    const S v = buf(o.srcBuf, o.srcOff)[i];
-    if (scaled(o)) return preScale<E>(v, a);
-    return v;
   }
   STRATA_HD_INLINE S reduce(S msg, S src) const { return E::narrow(combine<K>(E::widen(msg), E::widen(src))); }
 
-  // The element an op produces from its message element m (if it receives) and its source element s (if it reads
-  // one, pre-multiplied): what goes to dst and to the outgoing message.
-  struct Out {
-    S dst, msg;
-  };
-  static STRATA_HD_INLINE Out produceWith(OpKind kind, S m, S s, const OpRunner& r) {
-    switch (kind) {
-      case OpKind::kSend: return {S{}, s};
-      case OpKind::kRecv: return {m, S{}};
-      case OpKind::kRecvReduce: {
-        const S v = r.reduce(m, s);
-        return {v, S{}};
-      }
-      case OpKind::kRecvReduceSend: return {S{}, r.reduce(m, s)};
-      case OpKind::kRecvReduceCopySend: {
-        const S v = r.reduce(m, s);
-        return {v, v};
-      }
-      case OpKind::kRecvCopySend: return {m, m};
-      case OpKind::kCopySend: return {s, s};
-      default: return {S{}, S{}};
-    }
+  // What an op computes per element from its message element m (when it receives) and its source element s (when it
+  // reads one): m (+) s when it reduces, else m when it receives, else s, the source pre-multiplied where the op asks
+  // for it. That value goes to the op's destination and to its outgoing message, whichever it has.
+  STRATA_HD_INLINE S value(S m, S s, bool hasIn, bool red, bool scale) const {
+    if (scale) s = preScale<E>(s, factor);
+    return red ? reduce(m, s) : (hasIn ? m : s);
   }
   static STRATA_HD_INLINE bool readsSrc(OpKind k) {
     return k == OpKind::kSend || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceSend ||
            k == OpKind::kRecvReduceCopySend || k == OpKind::kCopySend;
   }
-  STRATA_HD_INLINE Out produce(const DevOp& o, S m, uint64_t i) const {
-    const OpKind kind = static_cast<OpKind>(o.kind);
-    return produceWith(kind, m, readsSrc(kind) ? readSrc(o, i) : S{}, *this);
-  }
   STRATA_HD_INLINE bool scaled(const DevOp& o) const {
     return o.srcBuf == kBufSend && a.bufTable == nullptr && (a.preMul != 1.0 || a.preMulInt != 1);
   }
-
-  // 16 bytes of elements: a Simple piece moves in these where every pointer it touches is 16-byte aligned (the
-  // slots always are), one vector load or store per pointer per 16 bytes (ld/st.v4 on the GPU).
-  static constexpr uint64_t kVec = 16 / sizeof(S);
-  struct alignas(16) Vec {
-    S e[kVec];
-  };
-  static STRATA_HD_INLINE bool aligned16(const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; }
 
   static STRATA_HD_INLINE bool writesDst(OpKind k) {
     return k == OpKind::kRecv || k == OpKind::kRecvReduce || k == OpKind::kRecvReduceCopySend ||
@@ -221,71 +127,170 @@ struct OpRunner {
   // The sender's wait for a free slot of peer's FIFO at step sstep (leader only).
   STRATA_HD_INLINE uint32_t waitSlot(int peer, void* smem, uint64_t sstep) const {
     ConnCtrl* c = connCtrl(smem);
-    return waitFor(p, a, opIndex, peer, 0, [&] { return sstep - P::loadAcquire(&c->tail) < a.cfg.nslots; });
+    return waitFor(p, a, deadlineNs, opIndex, peer, 0, [&] { return sstep - P::loadAcquire(&c->tail) < a.cfg.nslots; });
+  }
+
+  static STRATA_HD_INLINE bool reduces(OpKind k) {
+    return k == OpKind::kRecvReduce || k == OpKind::kRecvReduceSend || k == OpKind::kRecvReduceCopySend ||
+           k == OpKind::kReduceLocal;
+  }
+
+  // ---- the data loops ----
+  // Every op that moves data computes, per element, v = in (+) src when it reduces, else in when it receives, else
+  // src (pre-multiplied where the op asks for it), and writes v to d and/or out. move() does that for n elements:
+  // the writes (d and out, which the caller gives the same offset mod 16) go in aligned 16-byte vectors from the
+  // first aligned byte on, kUnroll of them per thread in flight; a read at another offset mod 16 takes each vector
+  // from two aligned loads shifted in registers; the few elements before and after the vectors (kMaxEdgeElems at
+  // most) go one by one, one pass of the group. No read goes outside its pointer's n elements.
+  static constexpr uint32_t kVecElems = 16 / sizeof(S);
+
+  STRATA_HD_INLINE Vec16 valueVec(const Vec16& m, const Vec16& s, bool hasIn, bool red, bool scale) const {
+    if (!red && (hasIn || !scale)) return hasIn ? m : s;  // a copy moves the bits
+    // Element e of a vector is taken from its words by shifts (no array, no local memory).
+    Vec16 out = s;
+    if (red) {
+      STRATA_UNROLL
+      for (uint32_t e = 0; e < kVecElems; ++e) {
+        const S x = elemAt<S>(s, e);
+        setElem<S>(out, e, reduce(elemAt<S>(m, e), scale ? preScale<E>(x, factor) : x));
+      }
+    } else {
+      STRATA_UNROLL
+      for (uint32_t e = 0; e < kVecElems; ++e) setElem<S>(out, e, preScale<E>(elemAt<S>(s, e), factor));
+    }
+    return out;
+  }
+
+  STRATA_HD_INLINE void moveOne(const S* in, const S* src, S* d, S* out, uint64_t i, bool red, bool scale) const {
+    const S v = value(in ? in[i] : S{}, src ? src[i] : S{}, in != nullptr, red, scale);
+    if (d) d[i] = v;
+    if (out) out[i] = v;
+  }
+
+  STRATA_HD_INLINE void move(const S* in, const S* src, S* d, S* out, uint64_t n, bool red, bool scale) const {
+    const uint64_t bytes = n * sizeof(S);
+    uint64_t head = (16u - mis16(d ? static_cast<const void*>(d) : out)) & 15u;
+    const uint32_t sIn = in ? mis16(reinterpret_cast<const char*>(in) + head) : 0;
+    const uint32_t sSrc = src ? mis16(reinterpret_cast<const char*>(src) + head) : 0;
+    if (sIn > head || sSrc > head) head += 16;  // a shifted read's first block would start before its pointer
+    uint64_t nvec = bytes > head ? (bytes - head) / 16 : 0;
+    for (const uint32_t sh : {sIn, sSrc}) {  // a shifted read's last block must end within its pointer's bytes
+      if (sh == 0) continue;
+      const uint64_t room = bytes + sh >= head + 16 ? (bytes + sh - head - 16) / 16 : 0;
+      nvec = room < nvec ? room : nvec;
+    }
+    const uint64_t headElems = (head < bytes ? head : bytes) / sizeof(S);
+    const uint64_t tailFrom = headElems + nvec * kVecElems;
+    const uint64_t edge = headElems + (n - tailFrom);
+    if constexpr (P::kMinThreads >= kMaxEdgeElems) {
+      if (p.tid() < edge) {
+        const uint64_t i = p.tid() < headElems ? p.tid() : tailFrom + (p.tid() - headElems);
+        moveOne(in, src, d, out, i, red, scale);
+      }
+    } else {
+      for (uint64_t j = p.tid(); j < edge; j += p.nthreads())
+        moveOne(in, src, d, out, j < headElems ? j : tailFrom + (j - headElems), red, scale);
+    }
+    if (nvec == 0) return;
+    const char* inB = in ? reinterpret_cast<const char*>(in) + head - sIn : nullptr;
+    const char* srcB = src ? reinterpret_cast<const char*>(src) + head - sSrc : nullptr;
+    Vec16* dB = d ? reinterpret_cast<Vec16*>(reinterpret_cast<char*>(d) + head) : nullptr;
+    Vec16* outB = out ? reinterpret_cast<Vec16*>(reinterpret_cast<char*>(out) + head) : nullptr;
+    // sass-check: data loops begin (perf/sass_check.py checks the machine code made from the lines up to "end")
+#if defined(STRATA_SCALARISE_DATA_LOOPS)
+    // perf/sass_check.sh's self-test only: the vectors moved element by element, as a scalarised loop would; the
+    // machine-code check must fail on it.
+    for (uint64_t v = p.tid(); v < nvec; v += p.nthreads())
+      for (uint32_t e = 0; e < kVecElems; ++e) moveOne(in, src, d, out, headElems + v * kVecElems + e, red, scale);
+#else
+    const bool hasIn = in != nullptr;
+    // A pass: each warp takes kUnroll * kWarp consecutive vectors, its threads interleaved, so a load instruction
+    // of the warp reads kWarp consecutive vectors.
+    const uint64_t perPass = static_cast<uint64_t>(kUnroll) * p.nthreads();
+    const uint64_t mine = (p.tid() / P::kWarp) * (P::kWarp * kUnroll) + p.tid() % P::kWarp;
+    uint64_t v0 = 0;
+    for (; v0 + perPass <= nvec; v0 += perPass) {
+      Vec16 m[kUnroll] = {}, s[kUnroll] = {};
+      STRATA_UNROLL
+      for (uint32_t u = 0; u < kUnroll; ++u) {
+        const uint64_t v = v0 + mine + u * P::kWarp;
+        if (inB) m[u] = readVec<P>(inB, sIn, v);
+        if (srcB) s[u] = readVec<P>(srcB, sSrc, v);
+      }
+      STRATA_UNROLL
+      for (uint32_t u = 0; u < kUnroll; ++u) {
+        const uint64_t v = v0 + mine + u * P::kWarp;
+        const Vec16 r = valueVec(m[u], s[u], hasIn, red, scale);
+        if (dB) P::store16(dB + v, r);
+        if (outB) P::store16(outB + v, r);
+      }
+    }
+    for (uint64_t v = v0 + p.tid(); v < nvec; v += p.nthreads()) {
+      const Vec16 m = inB ? readVec<P>(inB, sIn, v) : Vec16{};
+      const Vec16 s = srcB ? readVec<P>(srcB, sSrc, v) : Vec16{};
+      const Vec16 r = valueVec(m, s, hasIn, red, scale);
+      if (dB) P::store16(dB + v, r);
+      if (outB) P::store16(outB + v, r);
+    }
+#endif
+    // sass-check: data loops end
   }
 
   // ---- local ops ----
-  STRATA_HD uint32_t local(const DevOp& o) const {
+  STRATA_HD_INLINE uint32_t local(const DevOp& o) const {
     S* dst = buf(o.dstBuf, o.dstOff);
+    const S* src = buf(o.srcBuf, o.srcOff);
+    const bool scale = scaled(o);
     if (static_cast<OpKind>(o.kind) == OpKind::kCopy) {
-      const S* src = buf(o.srcBuf, o.srcOff);
-      if (src == dst && !scaled(o)) return kFailNone;
-      for (uint64_t i = p.tid(); i < o.count; i += p.nthreads()) dst[i] = readSrc(o, i);
-    } else {  // kReduceLocal
-      for (uint64_t i = p.tid(); i < o.count; i += p.nthreads()) dst[i] = reduce(dst[i], readSrc(o, i));
+      if (src == dst && !scale) return kFailNone;
+      move(nullptr, src, dst, nullptr, o.count, false, scale);
+    } else {  // kReduceLocal: dst = dst (+) src
+      move(dst, src, dst, nullptr, o.count, true, scale);
     }
     p.sync();
     return kFailNone;
   }
 
   // ---- Simple ----
-  STRATA_HD uint32_t simple(const DevOp& o) const {
+  // The leader waits for the piece (receiving) and for a free slot (sending), then the group moves the piece. The
+  // sender places its piece at the offset mod 16 of the user's memory it writes (or else reads), and says so in the
+  // slot's header, which the receiver's leader reads and broadcasts with its verdict.
+  STRATA_HD_INLINE uint32_t simple(const DevOp& o) const {
     const OpKind kind = static_cast<OpKind>(o.kind);
     const bool recvs = o.recvPeer >= 0, sends = o.sendPeer >= 0;
     const uint64_t pieceElems = a.cfg.pieceBytes / sizeof(S);
     S* dst = writesDst(kind) ? buf(o.dstBuf, o.dstOff) : nullptr;
+    const S* srcAll = readsSrc(kind) ? buf(o.srcBuf, o.srcOff) : nullptr;
+    const bool red = reduces(kind), scale = srcAll != nullptr && scaled(o);
     for (uint64_t base = 0; base < o.count; base += pieceElems) {
       const uint64_t n = o.count - base < pieceElems ? o.count - base : pieceElems;
-      uint64_t rstep = 0, sstep = 0;
       void* rmem = recvs ? a.recvMem[o.recvPeer] : nullptr;
       void* smem = sends ? a.sendMem[o.sendPeer] : nullptr;
-      if (recvs) rstep = a.recvStep[o.recvPeer];
-      if (sends) sstep = a.sendStep[o.sendPeer];
-      uint32_t failed = kFailNone;
+      const uint64_t rstep = recvs ? a.recvStep[o.recvPeer] : 0;
+      const uint64_t sstep = sends ? a.sendStep[o.sendPeer] : 0;
+      S* d = dst ? dst + base : nullptr;
+      const S* src = srcAll ? srcAll + base : nullptr;
+      const uint32_t outOff = d ? mis16(d) : src ? mis16(src) : 0;
+      uint32_t word = kFailNone;  // the leader's verdict, and bits 8..11: the received piece's offset
       if (p.tid() == 0) {
         if (recvs) {
           ConnCtrl* c = connCtrl(rmem);
-          failed = waitFor(p, a, opIndex, o.recvPeer, 1, [&] { return P::loadAcquire(&c->head) > rstep; });
+          word = waitFor(p, a, deadlineNs, opIndex, o.recvPeer, 1, [&] { return P::loadAcquire(&c->head) > rstep; });
+          if (word == kFailNone)
+            word = (P::loadRelaxed(reinterpret_cast<const uint32_t*>(simpleSlot(rmem, a.cfg, rstep))) & 15u) << 8;
         }
-        if (sends && failed == kFailNone) {
-          failed = waitSlot(o.sendPeer, smem, sstep);
+        if (sends && (word & 0xffu) == kFailNone) {
+          const uint32_t failed = waitSlot(o.sendPeer, smem, sstep);
+          if (failed != kFailNone) word = failed;
+          else P::storeRelaxed(reinterpret_cast<uint32_t*>(simpleSlot(smem, a.cfg, sstep)), outOff);
         }
       }
-      if (p.broadcast(failed) != kFailNone) return kFailAborted;
-      const S* in = recvs ? reinterpret_cast<const S*>(simpleSlot(rmem, a.cfg, rstep)) : nullptr;
-      S* out = sends ? reinterpret_cast<S*>(simpleSlot(smem, a.cfg, sstep)) : nullptr;
-      const S* src = readsSrc(kind) ? buf(o.srcBuf, o.srcOff) + base : nullptr;
-      S* d = dst ? dst + base : nullptr;
-      const bool scale = src != nullptr && scaled(o);
-      // 16-byte moves for the aligned body, then element by element for the rest.
-      const uint64_t nv = aligned16(in) && aligned16(out) && aligned16(src) && aligned16(d) ? n / kVec : 0;
-      for (uint64_t v = p.tid(); v < nv; v += p.nthreads()) {
-        Vec mi{}, si{}, di, mo;
-        if (in) mi = reinterpret_cast<const Vec*>(in)[v];
-        if (src) si = reinterpret_cast<const Vec*>(src)[v];
-        for (uint64_t e = 0; e < kVec; ++e) {
-          const Out r = produceWith(kind, mi.e[e], scale ? preScale<E>(si.e[e], a) : si.e[e], *this);
-          di.e[e] = r.dst;
-          mo.e[e] = r.msg;
-        }
-        if (d) reinterpret_cast<Vec*>(d)[v] = di;
-        if (out) reinterpret_cast<Vec*>(out)[v] = mo;
-      }
-      for (uint64_t i = nv * kVec + p.tid(); i < n; i += p.nthreads()) {
-        const Out r = produce(o, in ? in[i] : S{}, base + i);
-        if (dst) dst[base + i] = r.dst;
-        if (out) out[i] = r.msg;
-      }
+      word = p.broadcast(word);
+      if ((word & 0xffu) != kFailNone) return kFailAborted;
+      const S* in =
+          recvs ? reinterpret_cast<const S*>(simpleData(simpleSlot(rmem, a.cfg, rstep)) + (word >> 8)) : nullptr;
+      S* out = sends ? reinterpret_cast<S*>(simpleData(simpleSlot(smem, a.cfg, sstep)) + outOff) : nullptr;
+      move(in, src, d, out, n, red, scale);
       p.sync();
       if (p.tid() == 0) {
         if (sends) {
@@ -306,13 +311,15 @@ struct OpRunner {
   // ---- LL ----
   // A line: low 32 bits data, high 32 bits flag. The piece's bytes are packed 4 to a line; each thread owns
   // whole elements' lines (ceil(sizeof(S)/4) lines per element, several elements per line when S is narrower).
-  STRATA_HD uint32_t ll(const DevOp& o) const {
+  STRATA_HD_INLINE uint32_t ll(const DevOp& o) const {
     const OpKind kind = static_cast<OpKind>(o.kind);
     const bool recvs = o.recvPeer >= 0, sends = o.sendPeer >= 0;
     constexpr uint64_t kPerLine = sizeof(S) >= 4 ? 1 : 4 / sizeof(S);   // elements per line
     constexpr uint64_t kLinesPer = sizeof(S) >= 4 ? sizeof(S) / 4 : 1;  // lines per element group
     const uint64_t pieceElems = a.cfg.llMaxBytes / sizeof(S);           // the whole op: one piece
     S* dst = writesDst(kind) ? buf(o.dstBuf, o.dstOff) : nullptr;
+    const S* src = readsSrc(kind) ? buf(o.srcBuf, o.srcOff) : nullptr;
+    const bool red = reduces(kind), scale = src != nullptr && scaled(o);
     for (uint64_t base = 0; base < o.count; base += pieceElems) {
       const uint64_t n = o.count - base < pieceElems ? o.count - base : pieceElems;
       void* rmem = recvs ? a.recvMem[o.recvPeer] : nullptr;
@@ -333,13 +340,13 @@ struct OpRunner {
         const uint64_t first = g * kPerLine;
         const uint64_t cnt = n - first < kPerLine ? n - first : kPerLine;
         // The message elements of this group, unpacked from their lines.
-        S m[kPerLine];
+        S m[kPerLine] = {};
         if (recvs) {
           uint32_t words[kLinesPer];
           for (uint64_t l = 0; l < kLinesPer; ++l) {
             uint64_t* line = inLines + g * kLinesPer + l;
             uint64_t v = 0;
-            mine = waitFor(p, a, opIndex, o.recvPeer, 2, [&] {
+            mine = waitFor(p, a, deadlineNs, opIndex, o.recvPeer, 2, [&] {
               v = P::loadRelaxed(line);
               return static_cast<uint32_t>(v >> 32) == rflag;
             });
@@ -352,9 +359,9 @@ struct OpRunner {
         S msg[kPerLine];
         for (uint64_t e = 0; e < kPerLine; ++e) {
           if (e < cnt) {
-            const Out r = produce(o, recvs ? m[e] : S{}, base + first + e);
-            if (dst) dst[base + first + e] = r.dst;
-            msg[e] = r.msg;
+            const uint64_t i = base + first + e;
+            msg[e] = value(recvs ? m[e] : S{}, src ? src[i] : S{}, recvs, red, scale);
+            if (dst) dst[i] = msg[e];
           } else {
             msg[e] = S{};
           }
@@ -404,7 +411,7 @@ struct OpRunner {
   // ---- a send/recv header (kDevOpHeader) ----
   // One LL piece of two lines (the low and high 32 bits of the message's bytes) on the op's connection, written by
   // the sender's leader and checked by the receiver's: the same slots and steps as any LL piece.
-  STRATA_HD uint32_t header(const DevOp& o) const {
+  STRATA_HD_INLINE uint32_t header(const DevOp& o) const {
     uint32_t failed = kFailNone;
     if (p.tid() == 0) {
       if (o.sendPeer >= 0) {
@@ -425,7 +432,7 @@ struct OpRunner {
         uint64_t* lines = llSlot(rmem, a.cfg, rstep);
         uint64_t word[2] = {0, 0};
         for (int l = 0; l < 2 && failed == kFailNone; ++l) {
-          failed = waitFor(p, a, opIndex, o.recvPeer, 3, [&] {
+          failed = waitFor(p, a, deadlineNs, opIndex, o.recvPeer, 3, [&] {
             word[l] = P::loadRelaxed(lines + l);
             return static_cast<uint32_t>(word[l] >> 32) == rflag;
           });
@@ -441,7 +448,7 @@ struct OpRunner {
     return p.broadcast(failed);
   }
 
-  STRATA_HD uint32_t run(const DevOp& o) const {
+  STRATA_HD_INLINE uint32_t run(const DevOp& o) const {
     if (o.kind == kDevOpHeader) return header(o);
     const OpKind kind = static_cast<OpKind>(o.kind);
     if (kind == OpKind::kCopy || kind == OpKind::kReduceLocal) return local(o);
@@ -467,7 +474,7 @@ STRATA_HD_INLINE T divideTruncating(T x, uint64_t d) {
 
 // Integer Avg's division, by the last lane to finish (see LaneArgs::postDiv).
 template <class P, class E>
-STRATA_HD void postDivide(const P& p, const LaneArgs& a) {
+STRATA_HD_INLINE void postDivide(const P& p, const LaneArgs& a) {
   using S = typename E::Storage;
   if constexpr (std::is_integral_v<S>) {
     p.sync();  // every thread of this lane is done with its writes
@@ -484,9 +491,13 @@ STRATA_HD void postDivide(const P& p, const LaneArgs& a) {
   }
 }
 
+/// Runs one lane of a lowered plan with the element type E and the operator K fixed at compile time (a GPU kernel
+/// per pair: device/cuda/exec_kernel.cuh), the group `p` running it; returns kFailNone or the rank's failure code
+/// (details in *args.failure). Every thread of the group calls it.
 template <class P, class E, ReduceKind K>
-STRATA_HD uint32_t runLaneTyped(const P& p, const LaneArgs& a) {
-  OpRunner<P, E, K> r{p, a, 0};
+STRATA_HD_INLINE uint32_t runLaneAs(const P& p, const LaneArgs& a) {
+  const uint64_t deadline = a.deadlineNs == 0 && a.timeoutNs != 0 ? P::nowNs() + a.timeoutNs : a.deadlineNs;
+  OpRunner<P, E, K> r{p, a, deadline, 0, factorOf<E>(a)};
   for (uint32_t i = 0; i < a.nops; ++i) {
     r.opIndex = static_cast<int>(i);
     if (r.run(a.ops[i]) != kFailNone) return P::loadRelaxed(&a.failure->code);
@@ -495,36 +506,35 @@ STRATA_HD uint32_t runLaneTyped(const P& p, const LaneArgs& a) {
   return kFailNone;
 }
 
-template <class P, class E>
-STRATA_HD uint32_t runLaneOp(const P& p, const LaneArgs& a) {
+template <class P, strataDataType_t T>
+uint32_t runLaneOp(const P& p, const LaneArgs& a) {
+  using E = typename ElemOf<T>::type;
   switch (a.op) {
-    case ReduceKind::kSum: return runLaneTyped<P, E, ReduceKind::kSum>(p, a);
-    case ReduceKind::kProd: return runLaneTyped<P, E, ReduceKind::kProd>(p, a);
-    case ReduceKind::kMax: return runLaneTyped<P, E, ReduceKind::kMax>(p, a);
-    case ReduceKind::kMin: return runLaneTyped<P, E, ReduceKind::kMin>(p, a);
+    case ReduceKind::kSum: return runLaneAs<P, E, ReduceKind::kSum>(p, a);
+    case ReduceKind::kProd: return runLaneAs<P, E, ReduceKind::kProd>(p, a);
+    case ReduceKind::kMax: return runLaneAs<P, E, ReduceKind::kMax>(p, a);
+    case ReduceKind::kMin: return runLaneAs<P, E, ReduceKind::kMin>(p, a);
   }
   return kFailBadPlan;
 }
 
-/// Runs one lane of a lowered plan with the group `p`; returns kFailNone or the rank's failure code (details in
-/// *a.failure). Every thread of the group calls it.
+/// runLaneAs for the lane's dtype and operator, chosen at run time (the CPU policy's entry; the GPU launches the
+/// kernel of the pair instead).
 template <class P>
-STRATA_HD uint32_t runLane(const P& p, const LaneArgs& args) {
-  LaneArgs a = args;
-  if (a.deadlineNs == 0 && a.timeoutNs != 0) a.deadlineNs = P::nowNs() + a.timeoutNs;
+uint32_t runLane(const P& p, const LaneArgs& a) {
   switch (a.dtype) {
-    case strataInt8: return runLaneOp<P, Plain<int8_t>>(p, a);
-    case strataUint8: return runLaneOp<P, Plain<uint8_t>>(p, a);
-    case strataInt32: return runLaneOp<P, Plain<int32_t>>(p, a);
-    case strataUint32: return runLaneOp<P, Plain<uint32_t>>(p, a);
-    case strataInt64: return runLaneOp<P, Plain<int64_t>>(p, a);
-    case strataUint64: return runLaneOp<P, Plain<uint64_t>>(p, a);
-    case strataFloat16: return runLaneOp<P, HalfElem>(p, a);
-    case strataFloat32: return runLaneOp<P, Plain<float>>(p, a);
-    case strataFloat64: return runLaneOp<P, Plain<double>>(p, a);
-    case strataBfloat16: return runLaneOp<P, Bf16Elem>(p, a);
-    case strataFloat8e4m3: return runLaneOp<P, E4m3Elem>(p, a);
-    case strataFloat8e5m2: return runLaneOp<P, E5m2Elem>(p, a);
+    case strataInt8: return runLaneOp<P, strataInt8>(p, a);
+    case strataUint8: return runLaneOp<P, strataUint8>(p, a);
+    case strataInt32: return runLaneOp<P, strataInt32>(p, a);
+    case strataUint32: return runLaneOp<P, strataUint32>(p, a);
+    case strataInt64: return runLaneOp<P, strataInt64>(p, a);
+    case strataUint64: return runLaneOp<P, strataUint64>(p, a);
+    case strataFloat16: return runLaneOp<P, strataFloat16>(p, a);
+    case strataFloat32: return runLaneOp<P, strataFloat32>(p, a);
+    case strataFloat64: return runLaneOp<P, strataFloat64>(p, a);
+    case strataBfloat16: return runLaneOp<P, strataBfloat16>(p, a);
+    case strataFloat8e4m3: return runLaneOp<P, strataFloat8e4m3>(p, a);
+    case strataFloat8e5m2: return runLaneOp<P, strataFloat8e5m2>(p, a);
     default: return kFailBadPlan;
   }
 }

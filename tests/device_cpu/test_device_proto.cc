@@ -60,6 +60,13 @@ struct Case {
   uint32_t threads = 1;  // per lane: >1 runs each lane as a group, as a thread block
   int channels = 1;      // channels (the executor's algorithms only; the others run one)
   bool mixed = false;    // odd ranks take the other placement: in place is each rank's own choice
+  int misalign = -1;     // >= 0: rank r's user buffers start at these bytes mod 16 (sendMis, recvMis); -1: malloc's
+  uint32_t sendMis(int r) const {
+    return static_cast<uint32_t>(misalign + r * static_cast<int>(dtypeSize(dtype))) % 16;
+  }
+  uint32_t recvMis(int r) const {
+    return static_cast<uint32_t>(misalign + 3 * (r + 1) * static_cast<int>(dtypeSize(dtype))) % 16;
+  }
   bool inPlaceAt(int r) const { return inPlace != (mixed && r % 2 == 1); }
   std::string str() const {
     return std::string(collName(kind)) + "/" + algorithm + " n=" + std::to_string(nranks) +
@@ -68,7 +75,8 @@ struct Case {
            (preMul != 1.0 ? " premul=" + std::to_string(preMul) : "") +
            (postDiv != 1 ? " postdiv=" + std::to_string(postDiv) : "") +
            (threads > 1 ? " threads/lane=" + std::to_string(threads) : "") +
-           (channels > 1 ? " channels=" + std::to_string(channels) : "") + (mixed ? " mixed-placement" : "");
+           (channels > 1 ? " channels=" + std::to_string(channels) : "") + (mixed ? " mixed-placement" : "") +
+           (misalign >= 0 ? " misalign=" + std::to_string(misalign) : "");
   }
 };
 
@@ -147,15 +155,23 @@ bool makeWorld(const Case& c, const ProtoConfig& cfg, uint64_t seed, bool outOfP
   for (int r = 0; r < c.nranks; ++r) {
     RankMem& m = w->mem[static_cast<size_t>(r)];
     const size_t sn = sendElems(c, r), rn = recvElems(c, r);
+    // With c.misalign, each buffer has 16 bytes of room before it and starts at its chosen offset mod 16.
+    const size_t room = c.misalign >= 0 ? 16 : 0;
+    auto at = [&](std::vector<char>& v, uint32_t mis) {
+      if (c.misalign < 0) return v.data();
+      const size_t pad = (16 - reinterpret_cast<uintptr_t>(v.data()) % 16) % 16;
+      return v.data() + pad + mis;
+    };
     if (c.inPlaceAt(r)) {
-      m.area.assign(std::max(sn + inPlaceSendOffset(c, r), rn + inPlaceRecvOffset(c, r)) * es + 1, 0);
-      m.sendPtr = m.area.data() + inPlaceSendOffset(c, r) * es;
-      m.recvPtr = m.area.data() + inPlaceRecvOffset(c, r) * es;
+      m.area.assign(std::max(sn + inPlaceSendOffset(c, r), rn + inPlaceRecvOffset(c, r)) * es + 1 + room, 0);
+      char* base = at(m.area, c.recvMis(r));
+      m.sendPtr = base + inPlaceSendOffset(c, r) * es;
+      m.recvPtr = base + inPlaceRecvOffset(c, r) * es;
     } else {
-      m.send.assign(sn * es + 1, 0);
-      m.recv.assign(rn * es + 1, 0);
-      m.sendPtr = m.send.data();
-      m.recvPtr = m.recv.data();
+      m.send.assign(sn * es + 1 + room, 0);
+      m.recv.assign(rn * es + 1 + room, 0);
+      m.sendPtr = at(m.send, c.sendMis(r));
+      m.recvPtr = at(m.recv, c.recvMis(r));
     }
     fillInputs(c, r, m.sendPtr, sn, seed);
     m.scratch.assign(w->plans[static_cast<size_t>(r)].scratchElems * es + 1, 0);
@@ -271,8 +287,14 @@ void checkCase(CpuDeviceWorld& dw, const Case& c, uint64_t seed) {
       EXPECT_TRUE(sendBefore[ur].empty() ||
                   std::memcmp(sendBefore[ur].data(), dev.mem[ur].sendPtr, sendBefore[ur].size()) == 0)
           << c.str() << ": rank " << r << " changed its send buffer";
-      // The byte after each buffer is a guard.
+      // The bytes around each buffer are guards.
       EXPECT_EQ(dev.mem[ur].recv.back(), 0) << c.str() << ": rank " << r << " wrote past recvbuff";
+      const char* rp = static_cast<const char*>(dev.mem[ur].recvPtr);
+      for (const char* g = dev.mem[ur].recv.data(); g < rp; ++g)
+        ASSERT_EQ(*g, 0) << c.str() << ": rank " << r << " wrote before recvbuff";
+      const char* after = rp + rn * es;
+      for (const char* g = after; g < dev.mem[ur].recv.data() + dev.mem[ur].recv.size(); ++g)
+        ASSERT_EQ(*g, 0) << c.str() << ": rank " << r << " wrote past recvbuff";
     }
   }
 }
@@ -339,6 +361,42 @@ TEST(DeviceProto, EveryDtypeAndOp) {
       }
     }
   }
+}
+
+// The 16-byte vectors of the data loops at every offset mod 16 of the user's buffers (every offset the dtype allows,
+// different on every rank and between send and receive buffers, so that slots and buffers disagree), every dtype x
+// op, n = 1..8, in and out of place, lanes of 1 and 3 threads, counts that leave heads, bodies of several passes and
+// tails in every piece: bit for bit the host path, nothing written before or after a buffer.
+TEST(DeviceProto, VectorsAtEveryAlignment) {
+  constexpr ProtoConfig kCfg{512, 4, 64};  // LL up to 64 B, Simple pieces of 32 vectors beyond
+  std::vector<std::unique_ptr<CpuDeviceWorld>> worlds;
+  for (int n = 1; n <= 8; ++n) worlds.push_back(std::make_unique<CpuDeviceWorld>(n, kCfg));
+  size_t k = 0;
+  for (strataDataType_t dt : kAllTypes) {
+    const size_t es = dtypeSize(dt);
+    for (ReduceKind op : kAllOps) {
+      for (int mis = 0; mis < 16; mis += static_cast<int>(es)) {
+        for (bool inPlace : {false, true}) {
+          Case c;
+          c.kind = kKinds[k % std::size(kKinds)];
+          c.nranks = 1 + static_cast<int>(k % 8);
+          c.algorithm = algorithmsFor(c.kind)[(k / 8) % algorithmsFor(c.kind).size()];
+          // Two pieces and a part, plus an odd number of elements.
+          c.count = (2 * kCfg.pieceBytes + 48 + 16 * (k % 5)) / es + 1 + 2 * (k % 3);
+          c.root = static_cast<int>(k % static_cast<size_t>(c.nranks));
+          c.inPlace = inPlace;
+          c.dtype = dt;
+          c.op = op;
+          c.misalign = mis;
+          c.threads = k % 2 ? 3 : 1;
+          ++k;
+          checkCase(*worlds[static_cast<size_t>(c.nranks - 1)], c, k);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+  EXPECT_GT(k, 700u);
 }
 
 // Lanes as groups of 2-4 threads, as thread blocks on the GPU: the leader waits for Simple slots and broadcasts its

@@ -244,14 +244,17 @@ class FakeCudaApi final : public CudaApi {
 
   // The device executor's kernel, run by the CPU policy: one group of execThreads threads per block (lane), the
   // very runLane the GPU runs. Like every stream operation here, it runs at once on the calling thread.
-  int launchExecutor(const void* laneArgs, int lanes, int blockThreads, void* st) override {
-    if (captured(st, [=, this] { launchExecutor(laneArgs, lanes, blockThreads, nullptr); })) return 0;
+  int launchExecutor(const void* laneArgs, int lanes, int blockThreads, int dtype, int op, void* st) override {
+    if (captured(st, [=, this] { launchExecutor(laneArgs, lanes, blockThreads, dtype, op, nullptr); })) return 0;
     note('k', st, laneArgs);
     ++executorLaunches;
     for (int m = maxLanes.load(); m < lanes && !maxLanes.compare_exchange_weak(m, lanes);) {
     }
     const auto* args = static_cast<const devproto::LaneArgs*>(laneArgs);
     for (int l = 0; l < lanes; ++l) ++(onDevice(args[l].ops) ? lanesOpsOnDevice : lanesOpsMapped);
+    // The GPU launches the kernel of (dtype, op): a launch that names another pair than its lanes runs wrong code.
+    for (int l = 0; l < lanes; ++l)
+      if (static_cast<int>(args[l].dtype) != dtype || static_cast<int>(args[l].op) != op) return 1;
     const uint32_t per = execThreads;
     std::vector<std::unique_ptr<devproto::HostGroup>> groups;
     std::vector<std::thread> threads;

@@ -25,7 +25,7 @@ inline constexpr int kCudaMaxReduceSources = 8;
 /// Size of a cudaIpcMemHandle_t.
 inline constexpr size_t kCudaIpcHandleBytes = 64;
 /// Bumped whenever the interface changes: libstrata refuses a libstrata_cuda.so built from other sources.
-inline constexpr int kCudaApiVersion = 3;
+inline constexpr int kCudaApiVersion = 4;
 
 class CudaApi {
  public:
@@ -95,8 +95,9 @@ class CudaApi {
                      void* stream) = 0;
   /// The device executor (src/device/): `lanes` thread blocks of `threads` threads on `stream`, block l running
   /// lane l of laneArgs (an array of devproto::LaneArgs in device-readable memory; opaque here, as this layer sits
-  /// below the device protocol's).
-  virtual int launchExecutor(const void* laneArgs, int lanes, int threads, void* stream) = 0;
+  /// below the device protocol's). `dtype` (a strataDataType_t) and `op` (a ReduceKind) choose the kernel: there is
+  /// one per pair, and every lane of the launch has them.
+  virtual int launchExecutor(const void* laneArgs, int lanes, int threads, int dtype, int op, void* stream) = 0;
 };
 
 }  // namespace strata

@@ -144,8 +144,8 @@ class CudaRuntimeApi final : public CudaApi {
              void* stream) override {
     return cudaReduce(dst, srcs, nsrcs, count, dt, op, stream);
   }
-  int launchExecutor(const void* laneArgs, int lanes, int threads, void* stream) override {
-    return cudaDevExecLaunch(laneArgs, lanes, threads, stream);
+  int launchExecutor(const void* laneArgs, int lanes, int threads, int dtype, int op, void* stream) override {
+    return cudaDevExecLaunch(laneArgs, lanes, threads, dtype, op, stream);
   }
 
  private:

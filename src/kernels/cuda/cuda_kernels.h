@@ -15,8 +15,8 @@ int cudaReduce(void* dst, const void* const* srcs, int nsrcs, size_t count, stra
 /// One-thread kernels that wait for / write a 32-bit flag: the fallback of CudaApi::streamWaitValue/WriteValue.
 int cudaWaitFlagKernel(void* stream, void* devAddr, uint32_t value);
 int cudaWriteFlagKernel(void* stream, void* devAddr, uint32_t value);
-/// The device executor's kernel (defined in src/device/cuda/device_exec.cu): `lanes` blocks of `threads`, block l
-/// running devproto::runLane on ((const devproto::LaneArgs*)laneArgs)[l].
-int cudaDevExecLaunch(const void* laneArgs, int lanes, int threads, void* stream);
+/// The device executor's kernel of (dtype, op) (defined in src/device/cuda/device_exec.cu): `lanes` blocks of
+/// `threads` (64..256, whole warps), block l running devproto::runLaneAs on ((const devproto::LaneArgs*)laneArgs)[l].
+int cudaDevExecLaunch(const void* laneArgs, int lanes, int threads, int dtype, int op, void* stream);
 
 }  // namespace strata
