@@ -22,10 +22,12 @@ last_skip() { S_SKIP[${#S_NAME[@]} - 1]=$1; }
 last_notbuilt() { S_NOTBUILT[${#S_NAME[@]} - 1]=$1; }
 
 define_steps() {
-  local R C P b o
+  local R C P b o X0
   b=$(q "$BIN")
   o=$(q "$OUT")
   R="$b/strata-run"
+  # The device executor is the default: the steps of the direct and staged paths turn it off.
+  X0="env STRATA_GPU_EXECUTOR=0"
   C="$b/strata_gpu_coll_test --device"
   P="$b/strata-perf allreduce --device"
   step kernels 60 gpu1 "?$BIN/strata_gpu_kernel_tests" \
@@ -34,15 +36,15 @@ define_steps() {
   # The engine on real CUDA: asynchrony, stream memory operations on IPC-mapped memory, host functions, mapped pinned
   # flags. INFO logs at n=2 say which paths ran (stream memory operations or the polling kernel; IPC on or off, why).
   step coll_n2 60 gpuN "" "every collective x dtype x op on device buffers, 2 ranks" \
-    "env STRATA_DEBUG=INFO STRATA_DEBUG_SUBSYS=INIT,NET $R -n 2 --timeout 55 -- $C --counts 0,1,7,1023,70001"
-  step coll_n4 60 gpuN "" "the same, 4 ranks" "$R -n 4 --timeout 55 -- $C --counts 0,1,7,1023,70001"
+    "env STRATA_GPU_EXECUTOR=0 STRATA_DEBUG=INFO STRATA_DEBUG_SUBSYS=INIT,NET $R -n 2 --timeout 55 -- $C --counts 0,1,7,1023,70001"
+  step coll_n4 60 gpuN "" "the same, 4 ranks" "$X0 $R -n 4 --timeout 55 -- $C --counts 0,1,7,1023,70001"
   # n=8: the production shape and kCudaMaxReduceSources.
   step coll_n8 75 gpuN "" "all-reduce, reduce-scatter, all-gather, 8 ranks" \
-    "$R -n 8 --timeout 70 -- $C --counts 7,70001 --colls allreduce,reducescatter,allgather"
+    "$X0 $R -n 8 --timeout 70 -- $C --counts 7,70001 --colls allreduce,reducescatter,allgather"
   # Calls in flight: the matrix waits after every call, so parities, epochs and slot reuse are only exercised here.
   step async_n2 45 gpuN "" "200 calls in flight on 2 streams (one-shot, two-shot, rounds, staged), 2 ranks" \
-    "$R -n 2 --timeout 40 -- $C --no-sync 200"
-  step async_n8 60 gpuN "" "100 calls in flight on 2 streams, 8 ranks" "$R -n 8 --timeout 55 -- $C --no-sync 100"
+    "$X0 $R -n 2 --timeout 40 -- $C --no-sync 200"
+  step async_n8 60 gpuN "" "100 calls in flight on 2 streams, 8 ranks" "$X0 $R -n 8 --timeout 55 -- $C --no-sync 100"
   # The device executor (STRATA_GPU_EXECUTOR=1, src/device/): every single collective as one kernel over CUDA IPC
   # FIFOs, the protocol the CPU tests verify; its first run on a GPU. INFO says whether it was set up.
   step exec_n2 60 gpuN "" "the device executor: every collective x dtype x op, 2 ranks" \
@@ -72,14 +74,14 @@ streams end within 2 s, 3 ranks" \
   step coll_n1 45 gpu1 "" "every collective on device buffers, 1 rank (one device copy; PreMulSum staged)" \
     "$R -n 1 --timeout 40 -- $C --counts 0,1,7,1023,70001,1048579"
   step coll_n2_large 45 gpuN "" "1048579 elements, 2 ranks: two-shot, and rounds for 8-byte types" \
-    "$R -n 2 --timeout 40 -- $C --counts 1048579 --colls allreduce,reducescatter,allgather"
+    "$X0 $R -n 2 --timeout 40 -- $C --counts 1048579 --colls allreduce,reducescatter,allgather"
   step coll_n4_twoshot 40 gpuN "" "every IPC all-reduce two-shot (STRATA_GPU_ONESHOT_BYTES=0), 4 ranks" \
-    "env STRATA_GPU_ONESHOT_BYTES=0 $R -n 4 --timeout 35 -- $C --counts 7,70001 --colls allreduce"
+    "env STRATA_GPU_EXECUTOR=0 STRATA_GPU_ONESHOT_BYTES=0 $R -n 4 --timeout 35 -- $C --counts 7,70001 --colls allreduce"
   step coll_n2_staged 40 gpuN "" "IPC off, everything staged in 64 KiB chunks, 2 ranks" \
-    "env STRATA_GPU_DIRECT_BYTES=0 STRATA_GPU_STAGE_CHUNK_BYTES=65536 $R -n 2 --timeout 35 -- $C \
+    "env STRATA_GPU_EXECUTOR=0 STRATA_GPU_DIRECT_BYTES=0 STRATA_GPU_STAGE_CHUNK_BYTES=65536 $R -n 2 --timeout 35 -- $C \
 --counts 7,70001,1048579 --colls allreduce"
   step coll_n8_rounds 45 gpuN "" "1048579 elements, 8 ranks: rounds (8-byte types) and two-shot" \
-    "$R -n 8 --timeout 40 -- $C --counts 1048579 --colls allreduce"
+    "$X0 $R -n 8 --timeout 40 -- $C --counts 1048579 --colls allreduce"
   # The NCCL drop-in (build-gpu/strata-nccl/libnccl.so.2): a program written against nccl.h alone, then torch.
   local api="$BIN/strata_nccl_api_test" dropin="$BUILD/strata-nccl/libnccl.so.2" dev=""
   [[ -x $api ]] && grep -q -- "--device" "$api" 2>/dev/null && dev=" --device"
@@ -104,9 +106,9 @@ Python and torch (3.12, torch 2.11 there), which this machine cannot build again
   ((DRY || TORCH_OK)) || last_skip "$TORCH_WHY"
   # Fixed costs of ranks sharing one GPU (time-sliced contexts, no NVLink): measured, not targets.
   step perf_small_n2 40 gpuN "" "fixed cost, 2 ranks sharing the GPU: all-reduce 8 B - 64 KiB" \
-    "$R -n 2 --timeout 35 -- $P -b 8 -e 64K -f 8 -n 200 -w 20 -d float -T 30 --json $o/perf_small_n2.json"
+    "$X0 $R -n 2 --timeout 35 -- $P -b 8 -e 64K -f 8 -n 200 -w 20 -d float -T 30 --json $o/perf_small_n2.json"
   step perf_small_n8 45 gpuN "" "fixed cost, 8 ranks sharing the GPU: all-reduce 8 B - 64 KiB" \
-    "$R -n 8 --timeout 40 -- $P -b 8 -e 64K -f 8 -n 100 -w 10 -d float -T 35 --json $o/perf_small_n8.json"
+    "$X0 $R -n 8 --timeout 40 -- $P -b 8 -e 64K -f 8 -n 100 -w 10 -d float -T 35 --json $o/perf_small_n8.json"
   # The executor's fixed cost (one kernel per call over IPC FIFOs, LL up to 16 KiB). Target: 8 B within 1.5x of
   # NCCL's 1-rank call (perf_n1_nccl).
   step perf_exec_small_n2 40 gpuN "" "the device executor's fixed cost, 2 ranks: all-reduce 8 B - 64 KiB (target: 8 B \
@@ -120,12 +122,12 @@ within 1.5x of NCCL's 1-rank call)" \
   local S="$b/strata-perf sendrecv --device"
   step perf_exec_sendrecv_n2 50 gpuN "" "send/recv, 2 ranks, 8 B - 64 MiB: the executor, then staged (the baseline)" \
     "env STRATA_GPU_EXECUTOR=1 $R -n 2 --timeout 22 -- $S -b 8 -e 64M -f 8 -n 20 -w 5 -T 20 \
---json $o/perf_exec_sendrecv_n2.json && $R -n 2 --timeout 22 -- $S -b 8 -e 64M -f 8 -n 20 -w 5 -T 20 \
+--json $o/perf_exec_sendrecv_n2.json && $X0 $R -n 2 --timeout 22 -- $S -b 8 -e 64M -f 8 -n 20 -w 5 -T 20 \
 --json $o/perf_staged_sendrecv_n2.json"
   step perf_large_n8 50 gpuN "" "8 ranks sharing the GPU: all-reduce 256 KiB - 256 MiB, bf16, 4 MiB rounds" \
-    "$R -n 8 --timeout 45 -- $P -b 256K -e 256M -f 4 -n 5 -w 1 -d bfloat16 -T 40 --json $o/perf_large_n8.json"
+    "$X0 $R -n 8 --timeout 45 -- $P -b 256K -e 256M -f 4 -n 5 -w 1 -d bfloat16 -T 40 --json $o/perf_large_n8.json"
   step perf_large_n8_round64M 50 gpuN "" "the same with 64 MiB rounds: what the per-round synchronisation costs" \
-    "env STRATA_GPU_DIRECT_BYTES=67108864 $R -n 8 --timeout 45 -- $P -b 256K -e 256M -f 4 -n 5 -w 1 -d bfloat16 -T 40 \
+    "env STRATA_GPU_EXECUTOR=0 STRATA_GPU_DIRECT_BYTES=67108864 $R -n 8 --timeout 45 -- $P -b 256K -e 256M -f 4 -n 5 -w 1 -d bfloat16 -T 40 \
 --json $o/perf_large_n8_round64M.json"
 }
 

@@ -52,7 +52,8 @@ std::string execAlgorithm(const Config& config, CollKind k) {
 }  // namespace
 
 std::string DeviceEngine::execRefusal(std::span<const CollCall> calls) const {
-  if (host_.config().gpuExecutor != 1) return "the device executor is off (STRATA_GPU_EXECUTOR=1 turns it on)";
+  if (host_.config().gpuExecutor != 1)
+    return "the device executor is off (STRATA_GPU_EXECUTOR=0; STRATA_GPU_EXECUTOR=1, the default, turns it on)";
   if (execState_ == ExecState::kOff) return "the device executor could not be set up on this communicator";
   const int n = host_.size();
   if (n < 2) return "on one rank only copies are captured, and this call is staged (PreMulSum, or send/recv to self)";
@@ -153,10 +154,19 @@ void DeviceEngine::setupExec(int device) {
     return;
   }
   execState_ = ExecState::kOff;
+  // The likely cause, by the step that failed.
+  const char* likely = "a peer rank failed its own set-up (its log names the CUDA call)";
+  if (why.find("cudaIpc") != std::string::npos)
+    likely =
+        "these GPUs cannot map each other's memory (no peer access between them, ranks in separate containers "
+        "or PID namespaces, or MIG instances)";
+  else if (why.find("cudaMalloc") != std::string::npos || why.find("cudaHostAlloc") != std::string::npos)
+    likely = "too little free device or pinned host memory";
+  else if (why.find("settings differ") != std::string::npos) likely = "the ranks run different builds of Strata";
   STRATA_WARN(kLogNet,
-              "rank %d: device executor off (%s); device collectives on this communicator take the direct and "
-              "staged paths",
-              me, why.c_str());
+              "rank %d: device executor off (%s); likely cause: %s; device collectives on this communicator take the "
+              "direct and staged paths (STRATA_GPU_EXECUTOR=0 chooses them without trying the executor)",
+              me, why.c_str(), likely);
   unmapPeerBuffers(api_, execPeerMem_, me);
   execPeerMem_.clear();
 }
@@ -432,7 +442,8 @@ void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std:
 }
 
 std::string DeviceEngine::p2pRefusal() const {
-  if (host_.config().gpuExecutor != 1) return "the device executor is off (STRATA_GPU_EXECUTOR=1 turns it on)";
+  if (host_.config().gpuExecutor != 1)
+    return "the device executor is off (STRATA_GPU_EXECUTOR=0; STRATA_GPU_EXECUTOR=1, the default, turns it on)";
   if (execState_ == ExecState::kOff) return "the device executor could not be set up on this communicator";
   if (execState_ == ExecState::kUnset)
     return "the device executor is set up by the communicator's first device collective (send/recv alone cannot: "

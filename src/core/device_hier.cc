@@ -34,7 +34,8 @@ constexpr size_t kHierOps = 16;  // PreMulSum ops kept on the host's sub-communi
 
 std::string DeviceEngine::hierRefusal(const CollCall& c) const {
   if (host_.oneHost()) return "the ranks are on one host";
-  if (host_.config().gpuExecutor != 1) return "the device executor is off (STRATA_GPU_EXECUTOR=1 turns it on)";
+  if (host_.config().gpuExecutor != 1)
+    return "the device executor is off (STRATA_GPU_EXECUTOR=0; STRATA_GPU_EXECUTOR=1, the default, turns it on)";
   if (hierState_ == HierState::kOff) return "the hierarchical device path could not be set up on this communicator";
   if (c.kind != CollKind::kAllReduce && c.kind != CollKind::kReduceScatter && c.kind != CollKind::kAllGather)
     return strprintf("%s across hosts is staged whole", collName(c.kind));

@@ -44,9 +44,9 @@ constexpr ConfigVar kConfigVars[] = {
      "largest CUDA IPC all-reduce run one-shot (larger ones run two-shot)"},
     {"STRATA_GPU_STAGE_CHUNK_BYTES", "4M", IntegerField{&Config::gpuStageChunkBytes, 0, int64_t{1} << 30},
      "chunk of a device all-reduce staged through host memory (copies overlap the transfer)"},
-    {"STRATA_GPU_EXECUTOR", "0", IntegerField{&Config::gpuExecutor, 0, 1},
-     "1: device collectives on one host run in the device executor (kernels over CUDA IPC FIFOs; not yet run on a "
-     "GPU)"},
+    {"STRATA_GPU_EXECUTOR", "1", IntegerField{&Config::gpuExecutor, 0, 1},
+     "1: device collectives run in the device executor (kernels over CUDA IPC FIFOs; not yet run on a GPU) where it "
+     "serves them; 0: the direct CUDA IPC and staged paths only"},
     {"STRATA_GPU_CHANNELS", "8", IntegerField{&Config::gpuChannels, 1, 32},
      "most channels (thread blocks, each with FIFOs of its own per peer) a device executor call uses; one per 64 KiB "
      "of the call"},

@@ -6,9 +6,9 @@
 // Built a second time as strata_gpu_coll_test (STRATA_TEST_CUDA): --device runs every call on CUDA device
 // buffers on a non-blocking stream. Inputs are uploaded before the call; after it, a kernel (Strata's own copy
 // kernel) enqueued on the same stream copies every buffer and the copy is read back, so a result that is not
-// complete in stream order fails the check. --device also checks CUDA graph capture: with STRATA_GPU_EXECUTOR=1,
-// executor calls are captured and the graph replayed K times (--graph K, default 5), checked at every replay; on
-// one rank a captured collective is a device copy; otherwise a captured collective is refused with a clear error
+// complete in stream order fails the check. --device also checks CUDA graph capture: with the executor on (the
+// default), executor calls are captured and the graph replayed K times (--graph K, default 5), checked at every replay;
+// on one rank a captured collective is a device copy; otherwise a captured collective is refused with a clear error
 // (rank 0 prints what the call returned). --probe
 // exits 0 when a CUDA device is
 // usable and 77 (CTest's skip code) with the reason otherwise.
@@ -724,8 +724,8 @@ int main(int argc, char** argv) {
     void* d = P(probe, probe.bytes.data());
     CHECK_OK(strataAllReduce(d, d, 4, strataFloat32, strataSum, world, gStream));
     done();
-    const char* ex = std::getenv("STRATA_GPU_EXECUTOR");
-    if (ex && std::string(ex) == "1") {
+    const char* ex = std::getenv("STRATA_GPU_EXECUTOR");  // the executor is on unless this says 0
+    if (!(ex && std::string(ex) == "0")) {
       gMirrors.clear();
       gArenaUsed = 0;
       graphReplay(world, graphReplays);

@@ -160,6 +160,7 @@ TEST(ConfigTable, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.gpuDirectMaxBytes, size_t{4} << 20);
   EXPECT_EQ(c.gpuOneShotMaxBytes, size_t{256} << 10);
   EXPECT_EQ(c.gpuStageChunkBytes, size_t{4} << 20);
+  EXPECT_EQ(c.gpuExecutor, 1u);  // the device executor is the default device path
   // An empty environment gives the same Config.
   EXPECT_EQ(shown(Config::fromEnv()), shown(c));
 }
@@ -191,7 +192,7 @@ const Sample kSamples[] = {
     {"STRATA_GPU_DIRECT_BYTES", "1G", "1073741824", [](const Config& c) { return c.gpuDirectMaxBytes == 1u << 30; }},
     {"STRATA_GPU_ONESHOT_BYTES", "0", "0", [](const Config& c) { return c.gpuOneShotMaxBytes == 0; }},
     {"STRATA_GPU_STAGE_CHUNK_BYTES", "64k", "65536", [](const Config& c) { return c.gpuStageChunkBytes == 65536; }},
-    {"STRATA_GPU_EXECUTOR", "1", "1", [](const Config& c) { return c.gpuExecutor == 1; }},
+    {"STRATA_GPU_EXECUTOR", "0", "0", [](const Config& c) { return c.gpuExecutor == 0; }},
     {"STRATA_GPU_CHANNELS", "3", "3", [](const Config& c) { return c.gpuChannels == 3; }},
     {"STRATA_FLIGHT_RECORDER_ENTRIES", "0", "0", [](const Config& c) { return c.flightRecorderEntries == 0; }},
     {"STRATA_FLIGHT_RECORDER_DIR", "/tmp/fr", "/tmp/fr",

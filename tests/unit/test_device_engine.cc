@@ -304,10 +304,24 @@ thread_local int FakeCudaApi::tCaptureMode = 0;
 // Small integers, exact in every type and every summation order.
 double valueOf(int rank, size_t i) { return static_cast<double>((rank * 7 + static_cast<int>(i % 11)) % 5) - 2.0; }
 
+// The fake CUDA, and the device path the test asks for: the direct and staged paths unless the test turns the
+// executor on (ExecutorOn) or leaves the default (Defaults).
 struct Fixture {
   FakeCudaApi api;
-  Fixture() { setCudaApiForTesting(&api); }
-  ~Fixture() { setCudaApiForTesting(nullptr); }
+  explicit Fixture(bool executorDefault = false) {
+    setCudaApiForTesting(&api);
+    if (!executorDefault && std::getenv("STRATA_GPU_EXECUTOR") == nullptr) {
+      setenv("STRATA_GPU_EXECUTOR", "0", 1);
+      setOff_ = true;
+    }
+  }
+  ~Fixture() {
+    setCudaApiForTesting(nullptr);
+    if (setOff_) unsetenv("STRATA_GPU_EXECUTOR");
+  }
+
+ private:
+  bool setOff_ = false;
 };
 
 // Runs body(rank, comm) on n thread ranks.
@@ -443,7 +457,58 @@ TEST(DeviceEngine, FailedIpcSetupWarnsOncePerCommunicator) {
   GTEST_FLAG_SET(death_test_style, style);
 }
 
-// ---- the device executor (STRATA_GPU_EXECUTOR=1) -------------------------------------------------------------
+// ---- the device executor (STRATA_GPU_EXECUTOR=1, the default) ------------------------------------------------
+
+// With nothing set, device collectives on one host run in the executor: kernels launched, none of the direct path's
+// reduce kernels, results as the host path's.
+TEST(DeviceEngine, ExecutorIsTheDefault) {
+  ASSERT_EQ(std::getenv("STRATA_GPU_EXECUTOR"), nullptr);
+  Fixture f(/*executorDefault=*/true);
+  checkAllReduce(3, {7, 70001}, strataFloat32, strataSum);
+  checkAllReduce(2, {5, 40000}, strataInt32, strataMax);
+  EXPECT_GT(f.api.executorLaunches.load(), 0);
+  EXPECT_EQ(f.api.reduces.load(), 0);  // no one-shot or two-shot of the direct path
+}
+
+// When the executor's CUDA IPC set-up fails, each rank says so once, naming the CUDA call and the likely cause, and
+// its device collectives still give the host path's results (on the direct or staged path). Death-test style, as
+// FailedIpcSetupWarnsOncePerCommunicator, to read a fresh process's log.
+TEST(DeviceEngine, FailedExecutorSetupWarnsOnceAndFallsBack) {
+  const std::string style = GTEST_FLAG_GET(death_test_style);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  setenv("STRATA_DEBUG", "WARN", 1);
+  auto child = [] {
+    Fixture f(/*executorDefault=*/true);
+    f.api.failIpcOpen = true;
+    constexpr int n = 3;
+    std::atomic<int> wrong{0};
+    testing::internal::CaptureStderr();
+    onRanks(n, [&](int r, strataComm_t comm) {
+      for (size_t count : {7, 70001, 7}) {
+        std::vector<float> in(count), dev(count), host(count);
+        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(valueOf(r, i));
+        if (strataAllReduce(in.data(), dev.data(), count, strataFloat32, strataSum, comm, stream(r)) != strataSuccess ||
+            strataAllReduce(in.data(), host.data(), count, strataFloat32, strataSum, comm, nullptr) != strataSuccess ||
+            dev != host)
+          ++wrong;
+      }
+    });
+    const std::string log = testing::internal::GetCapturedStderr();
+    int warnings = 0;
+    for (size_t at = log.find("device executor off"); at != std::string::npos;
+         at = log.find("device executor off", at + 1))
+      ++warnings;
+    std::fprintf(stderr, "%s", log.c_str());
+    std::fprintf(stderr, "child: %d warnings, %d wrong results, %d executor launches\n", warnings, wrong.load(),
+                 f.api.executorLaunches.load());
+    std::_Exit(warnings == n && wrong == 0 && f.api.executorLaunches == 0 ? 0 : 1);
+  };
+  EXPECT_EXIT(child(), testing::ExitedWithCode(0),
+              "STRATA WARN [^\n]*device executor off [^\n]*cudaIpcOpenMemHandle[^\n]*fake error \\(CUDA error "
+              "1\\)[^\n]*likely cause[^\n]*STRATA_GPU_EXECUTOR=0");
+  unsetenv("STRATA_DEBUG");
+  GTEST_FLAG_SET(death_test_style, style);
+}
 
 // The executor on, and the host path forced to the executor's algorithms, so both sum in the same order.
 struct ExecutorOn {
