@@ -88,56 +88,25 @@ STRATA_HD_INLINE typename E::Storage preScale(typename E::Storage s, FactorOf<E>
   }
 }
 
-/// The element type of each dtype the executor serves.
+/// The element type of each dtype the executor serves (ElemOf<T>::type).
 template <strataDataType_t T>
-struct ElemOf;
-template <>
-struct ElemOf<strataInt8> {
-  using type = Plain<int8_t>;
-};
-template <>
-struct ElemOf<strataUint8> {
-  using type = Plain<uint8_t>;
-};
-template <>
-struct ElemOf<strataInt32> {
-  using type = Plain<int32_t>;
-};
-template <>
-struct ElemOf<strataUint32> {
-  using type = Plain<uint32_t>;
-};
-template <>
-struct ElemOf<strataInt64> {
-  using type = Plain<int64_t>;
-};
-template <>
-struct ElemOf<strataUint64> {
-  using type = Plain<uint64_t>;
-};
-template <>
-struct ElemOf<strataFloat16> {
-  using type = HalfElem;
-};
-template <>
-struct ElemOf<strataFloat32> {
-  using type = Plain<float>;
-};
-template <>
-struct ElemOf<strataFloat64> {
-  using type = Plain<double>;
-};
-template <>
-struct ElemOf<strataBfloat16> {
-  using type = Bf16Elem;
-};
-template <>
-struct ElemOf<strataFloat8e4m3> {
-  using type = E4m3Elem;
-};
-template <>
-struct ElemOf<strataFloat8e5m2> {
-  using type = E5m2Elem;
+constexpr auto elemTag() {
+  if constexpr (T == strataInt8) return Plain<int8_t>{};
+  else if constexpr (T == strataUint8) return Plain<uint8_t>{};
+  else if constexpr (T == strataInt32) return Plain<int32_t>{};
+  else if constexpr (T == strataUint32) return Plain<uint32_t>{};
+  else if constexpr (T == strataInt64) return Plain<int64_t>{};
+  else if constexpr (T == strataUint64) return Plain<uint64_t>{};
+  else if constexpr (T == strataFloat16) return HalfElem{};
+  else if constexpr (T == strataFloat32) return Plain<float>{};
+  else if constexpr (T == strataFloat64) return Plain<double>{};
+  else if constexpr (T == strataBfloat16) return Bf16Elem{};
+  else if constexpr (T == strataFloat8e4m3) return E4m3Elem{};
+  else return E5m2Elem{};
+}
+template <strataDataType_t T>
+struct ElemOf {
+  using type = decltype(elemTag<T>());
 };
 
 }  // namespace

@@ -416,6 +416,36 @@ TEST(DeviceEngine, FailedIpcSetupFallsBackToStagedOnEveryRank) {
   EXPECT_EQ(f.api.reduces.load(), 0);  // every all-reduce ran staged, with the host kernels
 }
 
+// A death-test child (threadsafe style: a fresh process, to read its whole log): 3 thread ranks whose CUDA IPC
+// opens fail run float all-reduces of `counts` on device and host buffers; exits 0 when the log holds `phrase` once
+// per rank, every device result equals the host path's and `ok(api)` holds.
+template <class Ok>
+[[noreturn]] void failedIpcChild(bool executorDefault, std::initializer_list<size_t> counts, const char* phrase,
+                                 Ok ok) {
+  Fixture f(executorDefault);
+  f.api.failIpcOpen = true;
+  constexpr int n = 3;
+  std::atomic<int> wrong{0};
+  testing::internal::CaptureStderr();
+  onRanks(n, [&](int r, strataComm_t comm) {
+    for (size_t count : counts) {
+      std::vector<float> in(count), dev(count), host(count);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(valueOf(r, i));
+      if (strataAllReduce(in.data(), dev.data(), count, strataFloat32, strataSum, comm, stream(r)) != strataSuccess ||
+          strataAllReduce(in.data(), host.data(), count, strataFloat32, strataSum, comm, nullptr) != strataSuccess ||
+          dev != host)
+        ++wrong;
+    }
+  });
+  const std::string log = testing::internal::GetCapturedStderr();
+  int warnings = 0;
+  for (size_t at = log.find(phrase); at != std::string::npos; at = log.find(phrase, at + 1)) ++warnings;
+  std::fprintf(stderr, "%s", log.c_str());
+  std::fprintf(stderr, "child: %d warnings, %d wrong results, %d reduce kernels, %d executor launches\n", warnings,
+               wrong.load(), f.api.reduces.load(), f.api.executorLaunches.load());
+  std::_Exit(warnings == n && wrong == 0 && ok(f.api) ? 0 : 1);
+}
+
 // IPC set-up failure is a slow path the user did not ask for, so it is a WARN, once per communicator however many
 // calls it slows, naming the CUDA call that failed and its error. Log settings are read once per process, so the
 // check runs in a fresh process (a threadsafe death test re-executes this binary) with STRATA_DEBUG=WARN; the child
@@ -424,33 +454,10 @@ TEST(DeviceEngine, FailedIpcSetupWarnsOncePerCommunicator) {
   const std::string style = GTEST_FLAG_GET(death_test_style);
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   setenv("STRATA_DEBUG", "WARN", 1);
-  auto child = [] {
-    Fixture f;
-    f.api.failIpcOpen = true;
-    constexpr int n = 3;
-    std::atomic<int> wrong{0};
-    testing::internal::CaptureStderr();
-    onRanks(n, [&](int r, strataComm_t comm) {
-      for (size_t count : {7, 70001, 7, 1000}) {  // four all-reduces: one warning
-        std::vector<float> in(count), dev(count), host(count);
-        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(valueOf(r, i));
-        if (strataAllReduce(in.data(), dev.data(), count, strataFloat32, strataSum, comm, stream(r)) != strataSuccess ||
-            strataAllReduce(in.data(), host.data(), count, strataFloat32, strataSum, comm, nullptr) != strataSuccess ||
-            dev != host)
-          ++wrong;
-      }
-    });
-    const std::string log = testing::internal::GetCapturedStderr();
-    int warnings = 0;
-    for (size_t at = log.find("CUDA IPC direct path off"); at != std::string::npos;
-         at = log.find("CUDA IPC direct path off", at + 1))
-      ++warnings;
-    std::fprintf(stderr, "%s", log.c_str());
-    std::fprintf(stderr, "child: %d warnings, %d wrong results, %d reduce kernels\n", warnings, wrong.load(),
-                 f.api.reduces.load());
-    std::_Exit(warnings == n && wrong == 0 && f.api.reduces == 0 ? 0 : 1);
-  };
-  EXPECT_EXIT(child(), testing::ExitedWithCode(0),
+  // Four all-reduces: one warning per rank, no reduce kernel (everything staged).
+  EXPECT_EXIT(failedIpcChild(false, {7, 70001, 7, 1000}, "CUDA IPC direct path off",
+                             [](const FakeCudaApi& api) { return api.reduces == 0; }),
+              testing::ExitedWithCode(0),
               "STRATA WARN [^\n]*CUDA IPC direct path off [^\n]*cudaIpcOpenMemHandle[^\n]*fake error \\(CUDA error "
               "1\\)[^\n]*staged through host memory");
   unsetenv("STRATA_DEBUG");
@@ -477,33 +484,9 @@ TEST(DeviceEngine, FailedExecutorSetupWarnsOnceAndFallsBack) {
   const std::string style = GTEST_FLAG_GET(death_test_style);
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   setenv("STRATA_DEBUG", "WARN", 1);
-  auto child = [] {
-    Fixture f(/*executorDefault=*/true);
-    f.api.failIpcOpen = true;
-    constexpr int n = 3;
-    std::atomic<int> wrong{0};
-    testing::internal::CaptureStderr();
-    onRanks(n, [&](int r, strataComm_t comm) {
-      for (size_t count : {7, 70001, 7}) {
-        std::vector<float> in(count), dev(count), host(count);
-        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(valueOf(r, i));
-        if (strataAllReduce(in.data(), dev.data(), count, strataFloat32, strataSum, comm, stream(r)) != strataSuccess ||
-            strataAllReduce(in.data(), host.data(), count, strataFloat32, strataSum, comm, nullptr) != strataSuccess ||
-            dev != host)
-          ++wrong;
-      }
-    });
-    const std::string log = testing::internal::GetCapturedStderr();
-    int warnings = 0;
-    for (size_t at = log.find("device executor off"); at != std::string::npos;
-         at = log.find("device executor off", at + 1))
-      ++warnings;
-    std::fprintf(stderr, "%s", log.c_str());
-    std::fprintf(stderr, "child: %d warnings, %d wrong results, %d executor launches\n", warnings, wrong.load(),
-                 f.api.executorLaunches.load());
-    std::_Exit(warnings == n && wrong == 0 && f.api.executorLaunches == 0 ? 0 : 1);
-  };
-  EXPECT_EXIT(child(), testing::ExitedWithCode(0),
+  EXPECT_EXIT(failedIpcChild(true, {7, 70001, 7}, "device executor off",
+                             [](const FakeCudaApi& api) { return api.executorLaunches == 0; }),
+              testing::ExitedWithCode(0),
               "STRATA WARN [^\n]*device executor off [^\n]*cudaIpcOpenMemHandle[^\n]*fake error \\(CUDA error "
               "1\\)[^\n]*likely cause[^\n]*STRATA_GPU_EXECUTOR=0");
   unsetenv("STRATA_DEBUG");
