@@ -242,6 +242,20 @@ TuningInputs tuningInputs(const Topology& topo, size_t chunkBytes) {
   return in;
 }
 
+int deviceChannelCap(const Topology& topo, const DeviceFigures& f) {
+  double slowest = 0;
+  for (const HostTopology& h : topo.hosts) {
+    for (const Gpu& g : h.gpus) {
+      const bool allNvlink = g.nvlinkGBps > 0 && g.nvlinkPeers.size() + 1 >= h.gpus.size();
+      const double gbps = allNvlink ? g.nvlinkGBps : kPcieBandwidthGBps;
+      slowest = slowest == 0 ? gbps : std::min(slowest, gbps);
+    }
+  }
+  if (slowest == 0) return std::min(kDefaultDeviceChannels, f.maxChannels);
+  const int need = static_cast<int>(std::ceil(slowest * kRingEfficiency / std::max(1e-9, f.laneGBps) - 1e-9));
+  return std::clamp(need, 1, f.maxChannels);
+}
+
 TuningInputs deviceTuningInputs(const Topology& topo, const DeviceFigures& f) {
   TuningInputs in = tuningInputs(topo, f.chunkBytes);
   in.lanes = f.channels;

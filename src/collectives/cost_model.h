@@ -38,11 +38,24 @@ TuningInputs tuningInputs(const Topology& topo, size_t chunkBytes);
 
 /// What the device executor's prediction assumes beyond the topology file (strata-topo --device prints them).
 struct DeviceFigures {
-  int channels = 8;          // STRATA_GPU_CHANNELS
+  int channels = 8;          // channels per call (STRATA_GPU_CHANNELS, or deviceChannelCap)
+  int maxChannels = 32;      // the most the executor runs (device/dev_plan.h kMaxDevChannels)
   double laneGBps = 11.6;    // one channel (thread block): NCCL's ring peak on H100, ~370 GB/s, over its 32 channels
   double memoryGBps = 4800;  // the GPU's memory bandwidth (H200: 4.8 TB/s); reductions read 2 and write 1 byte per byte
   size_t chunkBytes = size_t{4} << 20;  // the executor's plan chunk at 8 channels (channels x 512 KiB)
 };
+
+/// NCCL's ring busbw over the line rate on NVLink 4 (about 370 of 450 GB/s; perf/RESULTS.md, issue 15).
+inline constexpr double kRingEfficiency = 370.0 / 450.0;
+/// Channels a device executor call takes when nothing was told, with no GPU in the topology (discovery found none).
+inline constexpr int kDefaultDeviceChannels = 8;
+
+/// The most channels a device executor call takes on `topo` when STRATA_GPU_CHANNELS does not say (0): enough
+/// channels of `f.laneGBps` each to carry the slowest GPU-to-GPU link of its hosts at kRingEfficiency, between 1 and
+/// f.maxChannels. A GPU's link is its NVLink bandwidth where it reaches every other GPU of its host over NVLink
+/// (NVSwitch hosts), else PCIe's (kPcieBandwidthGBps): 32 on H100/H200 NVSwitch hosts (450 GB/s), 22 on A100 (300),
+/// 2 on PCIe Gen4. kDefaultDeviceChannels when no host of `topo` has a GPU. The same on every rank (the topology is).
+int deviceChannelCap(const Topology& topo, const DeviceFigures& f);
 
 /// Inputs for the device executor on this topology's GPU ranks (intra-host links as the file states them).
 TuningInputs deviceTuningInputs(const Topology& topo, const DeviceFigures& figures);

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "collectives/cost_model.h"
 #include "core/device_engine.h"
 #include "kernels/cuda_loader.h"
 #include "topology/host.h"
@@ -411,6 +412,11 @@ std::shared_ptr<HostSide> CommImpl::subgroup(int color, int key) {
 }
 
 int CommImpl::hostLeader(int rank) const { return hostLeader_.at(static_cast<size_t>(rank)); }
+
+int CommImpl::gpuChannelCap() const {
+  if (config_.gpuChannels != 0) return static_cast<int>(config_.gpuChannels);
+  return deviceChannelCap(topology_, DeviceFigures{});
+}
 
 std::shared_ptr<CommImpl> CommImpl::shrink(const std::vector<int>& excluded, bool revokeFirst, const Config* config,
                                            const std::string* name) {

@@ -51,6 +51,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   int rank() const override { return rank_; }
   int size() const override { return nranks_; }
   bool oneHost() const override { return oneHost_; }
+  int gpuChannelCap() const override;
   int hostLeader(int rank) const override;
   EffectiveOp effectiveOp(strataRedOp_t op, strataDataType_t dtype) const override {
     return redOps_.effective(op, dtype, nranks_);

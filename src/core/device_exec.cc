@@ -85,7 +85,7 @@ void DeviceEngine::setupExec(int device) {
   const int n = host_.size(), me = host_.rank();
   execCfg_ = devproto::ProtoConfig{};
   execConnBytes_ = devproto::connMemBytes(execCfg_);
-  execChannels_ = static_cast<int>(std::clamp<size_t>(host_.config().gpuChannels, 1, kMaxDevChannels));
+  execChannels_ = std::clamp(host_.gpuChannelCap(), 1, kMaxDevChannels);
   // Per channel, n FIFOs (index p: rank p -> this rank) and a send and a receive step per peer.
   const size_t slots = static_cast<size_t>(n) * static_cast<size_t>(execChannels_);
   const size_t regionBytes = execConnBytes_ * slots;

@@ -30,6 +30,9 @@ class HostSide {
   /// The lowest rank on `rank`'s host (host identity, STRATA_HOSTID): equal for ranks that share a host.
   virtual int hostLeader(int rank) const = 0;
   virtual const Config& config() const = 0;
+  /// The most channels a device executor call takes: STRATA_GPU_CHANNELS, or with 0 the topology's
+  /// (deviceChannelCap, collectives/cost_model.h). The same on every rank.
+  virtual int gpuChannelCap() const = 0;
   virtual const FailureState& failure() const = 0;
   /// The kernel, pre-multiplication and post-division of a reducing call's op (valid) for `dtype` on this
   /// communicator (Avg over its size, its PreMulSum scalars).

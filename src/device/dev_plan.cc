@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "collectives/algorithms.h"
+#include "collectives/cost_model.h"
 #include "util/error.h"
 
 namespace strata {
@@ -78,6 +79,8 @@ bool channelSafe(CollKind kind, const std::string& algorithm) {
   const AlgorithmRecord* record = findAlgorithm(kind, algorithm);
   return record && record->deviceCapable;
 }
+
+static_assert(DeviceFigures{}.maxChannels == kMaxDevChannels, "the cost model's channel limit is the executor's");
 
 int channelsFor(CollKind kind, const std::string& algorithm, int nranks, size_t callBytes, int maxChannels,
                 size_t bytesPerChannel) {

@@ -47,9 +47,9 @@ constexpr ConfigVar kConfigVars[] = {
     {"STRATA_GPU_EXECUTOR", "1", IntegerField{&Config::gpuExecutor, 0, 1},
      "1: device collectives run in the device executor (kernels over CUDA IPC FIFOs; not yet run on a GPU) where it "
      "serves them; 0: the direct CUDA IPC and staged paths only"},
-    {"STRATA_GPU_CHANNELS", "8", IntegerField{&Config::gpuChannels, 1, 32},
+    {"STRATA_GPU_CHANNELS", "0", IntegerField{&Config::gpuChannels, 0, 32},
      "most channels (thread blocks, each with FIFOs of its own per peer) a device executor call uses; one per 64 KiB "
-     "of the call"},
+     "of the call. 0: from the topology (32 on NVSwitch hosts of H100/H200, 2 on PCIe; 8 when no GPU is known)"},
     {"STRATA_FLIGHT_RECORDER_ENTRIES", "2000", IntegerField{&Config::flightRecorderEntries, 0, 1 << 24},
      "operations each communicator's flight recorder keeps (0: off)"},
     {"STRATA_FLIGHT_RECORDER_DIR", "", TextField{&Config::flightRecorderDir},

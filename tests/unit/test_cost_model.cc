@@ -23,6 +23,7 @@
 #include "collectives/rhd_pattern.h"
 #include "collectives/selector.h"
 #include "test_util.h"
+#include "topology/topology.h"
 #include "util/error.h"
 
 namespace strata {
@@ -551,6 +552,43 @@ TEST(CostModel, DeviceExecutorLanesCapTheLinkAndReductionOverlaps) {
   EXPECT_NEAR(ringUs(dev), fixed + steps * seg / 450e3, 1e-6);
   dev.reduceGBps = 10;
   EXPECT_NEAR(ringUs(dev), fixed + 7 * seg / 10e3, 1e-6);
+}
+
+// The device executor's channel cap from the topology (STRATA_GPU_CHANNELS=0, the default): enough channels of the
+// per-channel rate to carry the slowest GPU link at NCCL's ring efficiency, the same figure the model predicts with.
+TEST(CostModel, DeviceChannelCapFromTheTopology) {
+  auto hostOf = [](int gpus, double nvlinkGBps, bool allToAll) {
+    HostTopology h;
+    for (int g = 0; g < gpus; ++g) {
+      Gpu gpu;
+      gpu.index = g;
+      gpu.nvlinkGBps = nvlinkGBps;
+      for (int p = 0; p < gpus; ++p)
+        if (p != g && nvlinkGBps > 0 && (allToAll || p / 2 == g / 2)) gpu.nvlinkPeers.push_back(p);
+      h.gpus.push_back(gpu);
+    }
+    return h;
+  };
+  const DeviceFigures f;
+  Topology t;
+  EXPECT_EQ(deviceChannelCap(t, f), kDefaultDeviceChannels);  // no GPU known
+  t.hosts = {hostOf(8, 450, true)};                           // H100/H200 NVSwitch host
+  EXPECT_EQ(deviceChannelCap(t, f), 32);
+  t.hosts = {hostOf(8, 300, true)};  // A100: NCCL runs about 24 channels there
+  EXPECT_EQ(deviceChannelCap(t, f), 22);
+  t.hosts = {hostOf(8, 450, false)};  // NVLink pairs only: the others go through PCIe
+  EXPECT_EQ(deviceChannelCap(t, f), 2);
+  t.hosts = {hostOf(4, 0, false)};  // PCIe Gen4 only
+  EXPECT_EQ(deviceChannelCap(t, f), 2);
+  t.hosts = {hostOf(8, 450, true), hostOf(8, 300, true)};  // the slowest host decides, on every rank
+  EXPECT_EQ(deviceChannelCap(t, f), 22);
+  DeviceFigures slow = f;
+  slow.laneGBps = 1;  // a slow block: capped at the executor's most
+  t.hosts = {hostOf(8, 450, true)};
+  EXPECT_EQ(deviceChannelCap(t, slow), slow.maxChannels);
+  // The topology file of one DGX H200: the default gives the 32 channels the model's ~365 GB/s ring needs.
+  const Topology dgx = loadTopologyFile(std::string(STRATA_SOURCE_DIR) + "/tests/data/topo/dgx_h200_1x8.json", "test");
+  EXPECT_EQ(deviceChannelCap(dgx, f), 32);
 }
 
 }  // namespace

@@ -257,7 +257,8 @@ int run(const Options& o) {
   if (o.choices) printChoices(t, config);
   if (o.device) {
     DeviceFigures f = o.figures;
-    if (!o.channelsGiven) f.channels = static_cast<int>(config.gpuChannels);
+    if (!o.channelsGiven)
+      f.channels = config.gpuChannels != 0 ? static_cast<int>(config.gpuChannels) : deviceChannelCap(t, f);
     printDevicePrediction(t, f);
   }
   return 0;
