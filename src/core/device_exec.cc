@@ -35,8 +35,10 @@ constexpr size_t kSlotStop = 128;                          // uint32_t
 constexpr size_t kSlotLanes = 256;                         // LaneArgs[lanes], then recvMem[n], sendMem[n], then the ops
 constexpr int kExecThreads = 256;                          // threads per block (lane)
 constexpr size_t kExecBytesPerChannel = size_t{64} << 10;  // a call takes a channel per 64 KiB (STRATA_GPU_CHANNELS)
-constexpr size_t kLocalLanesDone = 0;                      // in execLocal_: the counter, then the steps from 128
-constexpr size_t kLocalSteps = 128;
+// In execLocal_: the last-lane counter of integer Avg, the lanes' completed ops (cross-lane waits), then the steps.
+constexpr size_t kLocalLanesDone = 0;
+constexpr size_t kLocalLaneOps = 128;
+constexpr size_t kLocalSteps = kLocalLaneOps + sizeof(uint32_t) * kMaxDevLanes;
 
 size_t align16(size_t x) { return (x + 15) / 16 * 16; }
 
@@ -241,13 +243,15 @@ void DeviceEngine::execFinished(void* arg) {
   const char* waited = f->waitingFor == 0   ? "a free FIFO slot"
                        : f->waitingFor == 1 ? "data"
                        : f->waitingFor == 2 ? "LL data"
-                                            : "a send/recv header";
-  const std::string msg =
-      strprintf("rank %d: %s in the device executor %s (lane %d, op %d, waiting for %s from rank %d)", e.host_.rank(),
-                slot->what.c_str(),
-                code == devproto::kFailTimedOut ? "timed out (STRATA_TIMEOUT_MS)"
-                                                : "stopped: the communicator failed or was aborted",
-                f->lane, f->op, waited, f->peer);
+                       : f->waitingFor == 3 ? "a send/recv header"
+                                            : "an earlier op";
+  const std::string from =
+      f->waitingFor == 4 ? strprintf("of its lane %d", f->peer) : strprintf("from rank %d", f->peer);
+  const std::string msg = strprintf("rank %d: %s in the device executor %s (lane %d, op %d, waiting for %s %s)",
+                                    e.host_.rank(), slot->what.c_str(),
+                                    code == devproto::kFailTimedOut ? "timed out (STRATA_TIMEOUT_MS)"
+                                                                    : "stopped: the communicator failed or was aborted",
+                                    f->lane, f->op, waited, from.c_str());
   e.host_.recordFailure(code == devproto::kFailTimedOut ? strataTimeout : strataRemoteError, msg);
 }
 
@@ -380,6 +384,7 @@ void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std:
   const int n = host_.size(), me = host_.rank();
   const int lanes = dp.lanes();
   if (lanes == 0) return;
+  const bool waits = dp.hasWaits();
   const size_t lanesBytes = align16(sizeof(devproto::LaneArgs) * static_cast<size_t>(lanes));
   const size_t un = static_cast<size_t>(n), uch = static_cast<size_t>(execChannels_);
   const size_t tableBytes = align16(sizeof(void*) * un * uch);
@@ -425,6 +430,7 @@ void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std:
     a.recvElems = l.recvElems;
     a.lanesDone = reinterpret_cast<uint32_t*>(local + kLocalLanesDone);
     a.nlanes = static_cast<uint32_t>(lanes);
+    a.laneOps = waits ? reinterpret_cast<uint32_t*>(local + kLocalLaneOps) : nullptr;
     a.abortWord = static_cast<const uint32_t*>(execCtlDev_);
     a.stopWord = reinterpret_cast<uint32_t*>(d + kSlotStop);
     a.deadlineNs = 0;
@@ -434,6 +440,11 @@ void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std:
   }
   slot.what = strprintf("%s (call %llu)", what.c_str(), static_cast<unsigned long long>(++execCalls_));
   slot.used = true;
+  // Cross-lane waits count each lane's completed ops from 0: zeroed on the stream before the kernel (a captured call
+  // captures the memset too, so every replay starts from 0).
+  if (waits)
+    check(api_.memsetAsync(local + kLocalLaneOps, 0, sizeof(uint32_t) * static_cast<size_t>(lanes), stream),
+          "cudaMemsetAsync");
   check(api_.launchExecutor(d + kSlotLanes, lanes, kExecThreads, static_cast<int>(l.dtype),
                             static_cast<int>(l.eff.kind), stream),
         "the device executor's kernel launch");

@@ -89,6 +89,7 @@ uint32_t runRankOnCpu(CpuDeviceWorld& world, int rank, const DevPlan& plan, cons
 
   const int lanes = plan.lanes();
   uint32_t lanesDone = 0;  // the runner's "device memory" for the last-lane count of integer Avg
+  std::vector<uint32_t> laneOps(plan.hasWaits() ? static_cast<size_t>(lanes) : 0, 0);  // cross-lane waits
   std::vector<devproto::LaneArgs> args(static_cast<size_t>(lanes));
   for (int l = 0; l < lanes; ++l) {
     devproto::LaneArgs& a = args[static_cast<size_t>(l)];
@@ -111,6 +112,7 @@ uint32_t runRankOnCpu(CpuDeviceWorld& world, int rank, const DevPlan& plan, cons
     a.recvElems = call.recvElems;
     a.lanesDone = &lanesDone;
     a.nlanes = static_cast<uint32_t>(lanes);
+    a.laneOps = laneOps.empty() ? nullptr : laneOps.data();
     a.abortWord = world.abortWord(rank);
     a.stopWord = world.stopWord(rank);
     a.deadlineNs = deadline;

@@ -95,8 +95,10 @@ int channelsFor(CollKind kind, const std::string& algorithm, int nranks, size_t 
 
 DevPlan lowerPlan(const Plan& plan, const LowerOptions& options) {
   validatePlan(plan);
-  if (hasDependencies(plan))
-    throw InvalidArgument("device plan: " + plan.algorithm + " has cross-lane dependencies, which are not lowered yet");
+  // Cross-lane waits lower as they are (DevOp::afterLane/afterOps, channel c's lane waiting on channel c's), so op
+  // indices must stay the plan's: no empty part is skipped then (an empty op takes no slot, so a peer that skips
+  // its own still pairs).
+  const bool waits = hasDependencies(plan);
   if (plan.lanes.size() > static_cast<size_t>(kMaxDevLanes))
     throw InvalidArgument("device plan: " + std::to_string(plan.lanes.size()) + " lanes (at most " +
                           std::to_string(kMaxDevLanes) + ")");
@@ -130,7 +132,7 @@ DevPlan lowerPlan(const Plan& plan, const LowerOptions& options) {
         // Channel c's part of the op: near-equal parts, the first (count % parts) one element longer.
         const size_t count = op.count(), base = count / parts, rem = count % parts;
         const size_t first = c * base + std::min(c, rem), mine = base + (c < rem ? 1 : 0);
-        if (mine == 0 && (count > 0 || c > 0)) continue;  // both ends skip the same empty parts
+        if (!waits && mine == 0 && (count > 0 || c > 0)) continue;  // both ends skip the same empty parts
         devproto::DevOp d{};
         d.kind = static_cast<uint8_t>(op.kind);
         d.recvPeer = op.receives() ? op.recvPeer : -1;
@@ -144,6 +146,10 @@ DevPlan lowerPlan(const Plan& plan, const LowerOptions& options) {
           d.dstOff = op.dst.offset + first;
         }
         d.count = mine;
+        if (op.hasDependency()) {
+          d.afterLane = static_cast<int32_t>(c * plan.lanes.size()) + op.afterLane;
+          d.afterOps = op.afterOps;
+        }
         out.ops.push_back(d);
       }
       out.laneBegin.push_back(static_cast<uint32_t>(out.ops.size()));

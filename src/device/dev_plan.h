@@ -31,6 +31,12 @@ struct DevPlan {
   std::vector<uint32_t> laneBegin;   // lanes + 1 entries
   std::vector<int> laneChannel;      // not empty (lowerP2P): lane l's channel, in place of the rule above
   int lanes() const { return static_cast<int>(laneBegin.size()) - 1; }
+  /// Whether an op waits for another lane (DevOp::afterOps): the runner must then give LaneArgs::laneOps.
+  bool hasWaits() const {
+    for (const devproto::DevOp& o : ops)
+      if (o.afterOps != 0) return true;
+    return false;
+  }
   int channelOf(int lane) const {
     if (!laneChannel.empty()) return laneChannel[static_cast<size_t>(lane)];
     return lanesPerChannel > 0 ? lane / lanesPerChannel : 0;
@@ -48,8 +54,9 @@ struct LowerOptions {
 inline constexpr int kMaxDevLanes = 64;
 inline constexpr int kMaxDevChannels = 32;
 
-/// Lowers `plan` (validated first) into options.channels channels. Throws InvalidArgument for a plan the executor
-/// does not run (a group plan: buffers beyond one call's; more than kMaxDevLanes lanes in all), and InternalError
+/// Lowers `plan` (validated first) into options.channels channels, its cross-lane waits with it (hasWaits). Throws
+/// InvalidArgument for a plan the executor does not run (a group plan: buffers beyond one call's; more than
+/// kMaxDevLanes lanes in all), and InternalError
 /// for channels over a plan that cannot be split (channelSplittable): every rank must use the same channel count,
 /// so the count is chosen from the algorithm (channelsFor), never from one rank's plan.
 DevPlan lowerPlan(const Plan& plan, const LowerOptions& options = {});

@@ -79,7 +79,8 @@ struct Failure {
   int32_t lane;
   int32_t op;           // index of the op in its lane
   int32_t peer;         // the peer the lane was waiting for (-1: none)
-  uint32_t waitingFor;  // 0 sender slot (tail), 1 Simple data (head), 2 LL data, 3 a send/recv header
+  uint32_t waitingFor;  // 0 sender slot (tail), 1 Simple data (head), 2 LL data, 3 a send/recv header, 4 lane `peer`
+                        // of this rank (a cross-lane wait)
   uint32_t pad;
   uint64_t expected;  // kFailMismatch: the bytes this rank's receive expects
   uint64_t got;       // and the bytes the sender's header announced
@@ -101,13 +102,15 @@ struct DevOp {
   // index into it: call i's buffers are kBuffersPerColl * i + kBufSend / kBufRecv.
   uint32_t srcBuf;
   uint32_t dstBuf;
-  uint32_t pad2;
-  uint64_t srcOff;  // elements
+  int32_t afterLane;  // with afterOps > 0: the op starts once lane afterLane of this call has completed afterOps ops
+  uint64_t srcOff;    // elements
   uint64_t dstOff;
-  uint64_t count;  // elements (a header: the message's bytes)
+  uint64_t count;     // elements (a header: the message's bytes)
+  uint32_t afterOps;  // 0: no cross-lane wait (the plan IR's Op::afterLane/afterOps, lowered)
+  uint32_t pad2;
 };
 
-static_assert(sizeof(DevOp) == 48, "DevOp is 48 bytes");
+static_assert(sizeof(DevOp) == 56, "DevOp is 56 bytes");
 
 /// What a lane needs: its ops, the rank's buffers and connections, the stop conditions.
 struct LaneArgs {
@@ -132,6 +135,9 @@ struct LaneArgs {
   uint64_t recvElems;
   uint32_t* lanesDone;
   uint32_t nlanes;
+  // Not null when the call's plan has cross-lane waits (DevOp::afterOps): [lane] ops that lane has completed, zeroed
+  // before every call (a captured call's memset replays with it).
+  uint32_t* laneOps;
   const uint32_t* abortWord;  // nonzero: stop (strataCommAbort, a dead peer)
   uint32_t* stopWord;         // this rank's: a lane that fails sets it so the others stop too
   uint64_t deadlineNs;        // P::nowNs() past this: time out (0: none, or timeoutNs from the lane's start)

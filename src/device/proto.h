@@ -448,6 +448,29 @@ struct OpRunner {
     return p.broadcast(failed);
   }
 
+  // ---- cross-lane waits ----
+  // An op with afterOps waits (its leader polling, with the deadline and abort checks of every wait) until lane
+  // afterLane of this rank has published that many completed ops; each lane of a plan with such waits publishes its
+  // count after every op, once the whole group's writes are done (every op ends with the group in step) and fenced.
+  STRATA_HD_INLINE uint32_t waitLane(const DevOp& o) const {
+    uint32_t failed = kFailNone;
+    if (p.tid() == 0) {
+      if (a.laneOps == nullptr || o.afterLane < 0 || static_cast<uint32_t>(o.afterLane) >= a.nlanes) {
+        failed = recordStop<P>(a, kFailBadPlan, opIndex, o.afterLane, 4);
+      } else {
+        const uint32_t* done = a.laneOps + o.afterLane;
+        failed = waitFor(p, a, deadlineNs, opIndex, o.afterLane, 4, [&] { return P::loadAcquire(done) >= o.afterOps; });
+      }
+    }
+    return p.broadcast(failed);
+  }
+  STRATA_HD_INLINE void publishDone(uint32_t ops) const {
+    if (p.tid() == 0) {
+      p.fenceSystem();
+      P::storeRelease(a.laneOps + a.lane, ops);
+    }
+  }
+
   STRATA_HD_INLINE uint32_t run(const DevOp& o) const {
     if (o.kind == kDevOpHeader) return header(o);
     const OpKind kind = static_cast<OpKind>(o.kind);
@@ -500,7 +523,10 @@ STRATA_HD_INLINE uint32_t runLaneAs(const P& p, const LaneArgs& a) {
   OpRunner<P, E, K> r{p, a, deadline, 0, factorOf<E>(a)};
   for (uint32_t i = 0; i < a.nops; ++i) {
     r.opIndex = static_cast<int>(i);
-    if (r.run(a.ops[i]) != kFailNone) return P::loadRelaxed(&a.failure->code);
+    const DevOp& o = a.ops[i];
+    if (o.afterOps != 0 && r.waitLane(o) != kFailNone) return P::loadRelaxed(&a.failure->code);
+    if (r.run(o) != kFailNone) return P::loadRelaxed(&a.failure->code);
+    if (a.laneOps != nullptr) r.publishDone(i + 1);
   }
   if (a.postDiv > 1 && a.lanesDone != nullptr) postDivide<P, E>(p, a);
   return kFailNone;

@@ -60,6 +60,7 @@ struct Case {
   uint32_t threads = 1;  // per lane: >1 runs each lane as a group, as a thread block
   int channels = 1;      // channels (the executor's algorithms only; the others run one)
   bool mixed = false;    // odd ranks take the other placement: in place is each rank's own choice
+  int hostSize = 0;      // > 0: "hosts" of this many consecutive ranks (CollArgs::hostOf), for hierarchical plans
   int misalign = -1;     // >= 0: rank r's user buffers start at these bytes mod 16 (sendMis, recvMis); -1: malloc's
   uint32_t sendMis(int r) const {
     return static_cast<uint32_t>(misalign + r * static_cast<int>(dtypeSize(dtype))) % 16;
@@ -76,7 +77,8 @@ struct Case {
            (postDiv != 1 ? " postdiv=" + std::to_string(postDiv) : "") +
            (threads > 1 ? " threads/lane=" + std::to_string(threads) : "") +
            (channels > 1 ? " channels=" + std::to_string(channels) : "") + (mixed ? " mixed-placement" : "") +
-           (misalign >= 0 ? " misalign=" + std::to_string(misalign) : "");
+           (misalign >= 0 ? " misalign=" + std::to_string(misalign) : "") +
+           (hostSize > 0 ? " hosts-of=" + std::to_string(hostSize) : "");
   }
 };
 
@@ -143,6 +145,8 @@ bool makeWorld(const Case& c, const ProtoConfig& cfg, uint64_t seed, bool outOfP
     args.count = c.count;
     args.root = c.root;
     args.inPlace = c.inPlaceAt(r) && !outOfPlacePlan;
+    if (c.hostSize > 0)
+      for (int q = 0; q < c.nranks; ++q) args.hostOf.push_back(q / c.hostSize);
     // The executor's chunk rule: half the connection's capacity (in whole pieces of either protocol).
     args.chunkElems = std::max<size_t>(1, static_cast<size_t>(cfg.nslots) * cfg.pieceBytes / 2 / es);
     try {
@@ -397,6 +401,84 @@ TEST(DeviceProto, VectorsAtEveryAlignment) {
     }
   }
   EXPECT_GT(k, 700u);
+}
+
+// Cross-lane waits: the pipelined hierarchical plans (lanes of one rank waiting on each other's progress: the rail
+// lane on the host lane's reduce-scatter of a piece, the host lane on the rail lane's all-reduce of it), on "hosts"
+// of 2 and 3 ranks, every dtype, n up to 8, in and out of place, lanes of 1 and 3 threads, counts of several pieces:
+// bit for bit the host path (its interpreter honours the same waits).
+TEST(DeviceProto, CrossLaneWaitsRunTheHierarchicalPlans) {
+  constexpr ProtoConfig kCfg{256, 4, 64};
+  size_t k = 0, withWaits = 0;
+  for (int n : {4, 5, 6, 8}) {
+    CpuDeviceWorld dw(n, kCfg);
+    for (int hostSize : {2, 3}) {
+      if (hostSize >= n) continue;
+      for (CollKind kind : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather}) {
+        for (bool inPlace : {false, true}) {
+          for (size_t count : {size_t{1}, size_t{97}, size_t{2000}}) {
+            Case c;
+            c.kind = kind;
+            c.algorithm = "hier";
+            c.nranks = n;
+            c.hostSize = hostSize;
+            c.count = count;
+            c.inPlace = inPlace;
+            c.dtype = kAllTypes[k % std::size(kAllTypes)];
+            c.op = kAllOps[(k / 2) % std::size(kAllOps)];
+            c.threads = k % 2 ? 3 : 1;
+            ++k;
+            World w;
+            if (makeWorld(c, kCfg, k, false, &w))
+              for (int r = 0; r < n; ++r) withWaits += lowerFor(c, w.plans[static_cast<size_t>(r)], r).hasWaits();
+            checkCase(dw, c, k);
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(withWaits, 100u) << "the hierarchical plans must have cross-lane waits for this test to mean anything";
+}
+
+// A cross-lane wait that is never satisfied ends at the deadline like every other wait, naming the lane it waited
+// for; one whose lane is out of range is refused as a bad plan, not read out of bounds.
+TEST(DeviceProto, CrossLaneWaitsEndAtTheDeadline) {
+  CpuDeviceWorld dw(1, kSmall);
+  std::vector<float> buf(64, 1.0f), out(64, 0.0f);
+  for (int32_t afterLane : {0, 7}) {
+    DevPlan p;
+    p.lanesPerChannel = 2;
+    devproto::DevOp copy{};
+    copy.kind = static_cast<uint8_t>(OpKind::kCopy);
+    copy.srcBuf = kBufSend;
+    copy.dstBuf = kBufRecv;
+    copy.count = 64;
+    devproto::DevOp waiting = copy;
+    waiting.afterLane = afterLane;
+    waiting.afterOps = 2;  // lane 0 has one op: never reached
+    p.ops = {copy, waiting};
+    p.laneBegin = {0, 1, 2};
+    CpuCall call;
+    call.bufs[0] = buf.data();
+    call.bufs[1] = out.data();
+    call.dtype = strataFloat32;
+    call.op = ReduceKind::kSum;
+    call.timeoutNs = 200000000;  // 0.2 s
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint32_t code = runRankOnCpu(dw, 0, p, call);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const devproto::Failure f = *dw.failure(0);
+    if (afterLane == 0) {
+      EXPECT_EQ(code, devproto::kFailTimedOut);
+      EXPECT_EQ(f.waitingFor, 4u);
+      EXPECT_EQ(f.peer, 0);
+      EXPECT_EQ(f.lane, 1);
+      EXPECT_LT(s, 5.0);
+    } else {
+      EXPECT_EQ(code, devproto::kFailBadPlan);
+    }
+  }
 }
 
 // Lanes as groups of 2-4 threads, as thread blocks on the GPU: the leader waits for Simple slots and broadcasts its
