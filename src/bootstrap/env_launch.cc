@@ -19,8 +19,10 @@ namespace {
 // Fixed keys for derivations; not secrets, just domain separation.
 constexpr std::array<uint8_t, 16> kDeriveKey = {'s', 't', 'r', 'a', 't', 'a', '-', 'e',
                                                 'n', 'v', '-', 'd', 'e', 'r', 'i', 'v'};
+// [20000, 32767]: below Linux's default ephemeral range (32768-60999), where any process's outgoing connection may
+// hold the port when the root comes to listen.
 constexpr uint16_t kDerivedPortMin = 20000;
-constexpr uint16_t kDerivedPortSpan = 40000;  // [20000, 59999]
+constexpr uint16_t kDerivedPortSpan = 12768;
 
 std::optional<std::string> env(const char* name) {
   const char* v = std::getenv(name);
