@@ -161,8 +161,17 @@ struct OpRunner {
     return out;
   }
 
+  // An element of a received piece, read by bytes: the sender placed the piece by its own buffer's offset mod 16,
+  // which for send/recv (each end moves the widest element its own bytes and address allow) need not be a multiple
+  // of this end's element size. Only the edges read this way; the vectors load aligned blocks and shift.
+  static STRATA_HD_INLINE S receivedElem(const S* in, uint64_t i) {
+    S v;
+    std::memcpy(&v, reinterpret_cast<const char*>(in) + i * sizeof(S), sizeof(S));
+    return v;
+  }
+
   STRATA_HD_INLINE void moveOne(const S* in, const S* src, S* d, S* out, uint64_t i, bool red, bool scale) const {
-    const S v = value(in ? in[i] : S{}, src ? src[i] : S{}, in != nullptr, red, scale);
+    const S v = value(in ? receivedElem(in, i) : S{}, src ? src[i] : S{}, in != nullptr, red, scale);
     if (d) d[i] = v;
     if (out) out[i] = v;
   }
