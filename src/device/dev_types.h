@@ -43,9 +43,11 @@ struct ProtoConfig {
 inline constexpr uint64_t kSimpleSlotHeader = 16;
 STRATA_HD_INLINE uint64_t simpleSlotBytes(const ProtoConfig& cfg) { return cfg.pieceBytes + 2 * kSimpleSlotHeader; }
 
-/// Bytes of one ConnMem for `cfg` (a multiple of 16 when the sizes are).
+/// Bytes of one ConnMem for `cfg`, rounded up to a multiple of 128, so that ConnMems (and whatever follows them)
+/// laid out one after another keep their 128-byte alignment.
 STRATA_HD_INLINE uint64_t connMemBytes(const ProtoConfig& cfg) {
-  return 256 + static_cast<uint64_t>(cfg.nslots) * (simpleSlotBytes(cfg) + 2ull * cfg.llMaxBytes);
+  const uint64_t used = 256 + static_cast<uint64_t>(cfg.nslots) * (simpleSlotBytes(cfg) + 2ull * cfg.llMaxBytes);
+  return (used + 127) / 128 * 128;
 }
 
 /// The receiver-held memory of one direction of one connection; `simple` and `ll` follow the header.
