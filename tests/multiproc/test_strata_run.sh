@@ -37,7 +37,9 @@ awk -v n=$N '$2 != n || $1 != $3 || $4 != n || $5 != 0 || $6 != "127.0.0.1" || $
              END { exit bad }' "$TMP/out" || fail "env: wrong WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/GROUP_RANK/MASTER_ADDR/--env: $(cat "$TMP/out")"
 ports=$(awk '{print $7}' "$TMP/out" | sort -u)
 [ "$(echo "$ports" | wc -l)" -eq 1 ] || fail "env: MASTER_PORT differs across ranks: $ports"
-[[ "$ports" =~ ^[0-9]+$ ]] && [ "$ports" -gt 0 ] && [ "$ports" -lt 65536 ] || fail "env: bad MASTER_PORT '$ports'"
+# Below the ephemeral range (32768-60999), where another process's outgoing connection could take the port first.
+[[ "$ports" =~ ^[0-9]+$ ]] && [ "$ports" -ge 20000 ] && [ "$ports" -le 32767 ] ||
+  fail "env: MASTER_PORT '$ports' is not in [20000, 32767]"
 secrets=$(awk '{print $8}' "$TMP/out" | sort -u)
 [ "$(echo "$secrets" | wc -l)" -eq 1 ] || fail "env: STRATA_SECRET differs across ranks"
 [[ "$secrets" =~ ^[0-9a-f]{32}$ ]] || fail "env: STRATA_SECRET '$secrets' is not 32 hex digits"

@@ -36,7 +36,7 @@ export OMP_NUM_THREADS=1 DS_ACCELERATOR=cpu PYTHONDONTWRITEBYTECODE=1
 launch() {  # launch BACKEND ARGS...: one torchrun job of the stack's script; prints its final line(s)
   local backend=$1 port out
   shift
-  port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$("$python" "$here/../multiproc/free_port.py")  # below the ephemeral range
   # TMPDIR in the work directory: torchrun's log directory and any other temporary file go with it.
   if ! out=$(TMPDIR=$work timeout -k 10 "$limit" "$python" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 \
       --master-addr 127.0.0.1 --master-port "$port" "$here/$stack.py" "$backend" "$@" 2>&1); then

@@ -23,7 +23,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 run() {  # run BACKEND N [KILL_STEP]: one torchrun job; prints "<seconds> <final line>"
   local backend=$1 n=$2 kill=${3:-4} port
-  port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$("$python" "$here/../multiproc/free_port.py")  # below the ephemeral range
   rm -rf "$work/$backend"
   mkdir -p "$work/$backend"
   local start end out

@@ -42,10 +42,10 @@ const char* const kUsage =
     "usage: strata-run -n N [options] [--] program [args...]\n"
     "\n"
     "Launches N local ranks of program with the environment torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK,\n"
-    "LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT) plus STRATA_SECRET, so that\n"
-    "strataCommInitFromEnv (and torch.distributed) find each other. When a rank fails, the others are\n"
-    "terminated (SIGTERM, then SIGKILL after 3 s) and strata-run exits with the failed rank's status\n"
-    "(128 + signal for a rank killed by a signal).\n"
+    "LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT: a free port in [20000, 32767]) plus\n"
+    "STRATA_SECRET, so that strataCommInitFromEnv (and torch.distributed) find each other. When a rank\n"
+    "fails, the others are terminated (SIGTERM, then SIGKILL after 3 s) and strata-run exits with the\n"
+    "failed rank's status (128 + signal for a rank killed by a signal).\n"
     "\n"
     "options:\n"
     "  -n, --np N         number of ranks (required, >= 1)\n"
@@ -149,20 +149,32 @@ Options parseOptions(int argc, char** argv) {
   std::exit(1);
 }
 
-// A TCP port that was free a moment ago: bind port 0 on loopback, read the port back, close. Rank 0
-// binds it again right away; the window for another process to take it is the usual launcher race.
-int pickFreePort() {
+// Whether port is free to listen on at 0.0.0.0, where rank 0's root binds.
+bool canListenOn(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) die("socket");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) die("bind 127.0.0.1:0");
-  socklen_t len = sizeof(addr);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) die("getsockname");
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(port);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   ::close(fd);
-  return ntohs(addr.sin_port);
+  return ok;
+}
+
+// A port for rank 0's root, chosen at random in [20000, 32767] and free a moment ago: below Linux's default
+// ephemeral range (32768-60999), from which any process's outgoing connection (or a bind to port 0) may take the
+// port before the root listens on it. Only another explicit bind can take it, which a random choice makes rare.
+int pickFreePort() {
+  unsigned seed = 0;
+  if (::getrandom(&seed, sizeof(seed), 0) != static_cast<ssize_t>(sizeof(seed))) seed = static_cast<unsigned>(::getpid());
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    seed = seed * 1103515245u + 12345u;
+    auto port = static_cast<uint16_t>(20000 + (seed >> 8) % 12768);
+    if (canListenOn(port)) return port;
+  }
+  std::fprintf(stderr, "strata-run: no free TCP port in [20000, 32767] after 200 tries; pass one with --env MASTER_PORT=P\n");
+  std::exit(1);
 }
 
 std::string randomSecretHex() {
