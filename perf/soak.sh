@@ -10,7 +10,7 @@
 # 4 descriptors, 2 threads, 2 strata-* names, 4 shm mappings.
 #
 # usage: perf/soak.sh [--minutes M] [-n RANKS] [--seed S] [--out DIR] [-- strata_soak options...]
-#   --minutes M  how long (default 5, as CI runs it; a long run is --minutes 180)
+#   --minutes M  how long (default 5; CI runs 3; a long run is --minutes 180)
 #   -n RANKS     ranks, all on this host (default 4)
 #   --seed S     the seed all ranks draw the same operations from (default: a random one, printed, so that every
 #                run explores new sequences and a failing one can be repeated)
