@@ -242,12 +242,29 @@ TuningInputs tuningInputs(const Topology& topo, size_t chunkBytes) {
   return in;
 }
 
+namespace {
+// Whether GPU g of host h reaches every other GPU of h over NVLink.
+bool nvlinkToAll(const HostTopology& h, const Gpu& g) {
+  return g.nvlinkGBps > 0 && g.nvlinkPeers.size() + 1 >= h.gpus.size();
+}
+}  // namespace
+
+bool allGpusOnNvlink(const Topology& topo) {
+  bool any = false;
+  for (const HostTopology& h : topo.hosts) {
+    for (const Gpu& g : h.gpus) {
+      if (!nvlinkToAll(h, g)) return false;
+      any = true;
+    }
+  }
+  return any;
+}
+
 int deviceChannelCap(const Topology& topo, const DeviceFigures& f) {
   double slowest = 0;
   for (const HostTopology& h : topo.hosts) {
     for (const Gpu& g : h.gpus) {
-      const bool allNvlink = g.nvlinkGBps > 0 && g.nvlinkPeers.size() + 1 >= h.gpus.size();
-      const double gbps = allNvlink ? g.nvlinkGBps : kPcieBandwidthGBps;
+      const double gbps = nvlinkToAll(h, g) ? g.nvlinkGBps : kPcieBandwidthGBps;
       slowest = slowest == 0 ? gbps : std::min(slowest, gbps);
     }
   }

@@ -57,6 +57,11 @@ inline constexpr int kDefaultDeviceChannels = 8;
 /// 2 on PCIe Gen4. kDefaultDeviceChannels when no host of `topo` has a GPU. The same on every rank (the topology is).
 int deviceChannelCap(const Topology& topo, const DeviceFigures& f);
 
+/// Whether every GPU of every host of `topo` reaches every other GPU of its host over NVLink (and there is a GPU):
+/// where STRATA_GPU_LL128=auto turns the executor's LL128 protocol on, as NCCL enables LL128 on NVLink only (its
+/// lines rely on a warp's 128-byte stores arriving together).
+bool allGpusOnNvlink(const Topology& topo);
+
 /// Inputs for the device executor on this topology's GPU ranks (intra-host links as the file states them).
 TuningInputs deviceTuningInputs(const Topology& topo, const DeviceFigures& figures);
 

@@ -418,6 +418,11 @@ int CommImpl::gpuChannelCap() const {
   return deviceChannelCap(topology_, DeviceFigures{});
 }
 
+bool CommImpl::gpuLL128() const {
+  if (config_.gpuLL128 != "auto") return config_.gpuLL128 == "on";
+  return allGpusOnNvlink(topology_);
+}
+
 std::shared_ptr<CommImpl> CommImpl::shrink(const std::vector<int>& excluded, bool revokeFirst, const Config* config,
                                            const std::string* name) {
   CallGate::Scope in(gate_);

@@ -23,16 +23,33 @@ namespace {
 // Every setting that a device call's path depends on: directKind and enqueue (direct or staged, one-shot or
 // two-shot, round size) and enqueueStaged (chunks). Ranks that differ would wait for flags no peer raises, or run
 // different host calls. STRATA_TIMEOUT_MS is not here: it sets only this rank's own deadlines.
+// A setting is compared as a number; a word setting (STRATA_GPU_LL128) by its index in `words`, and shown as the word.
 struct DeviceSetting {
   const char* name;
-  size_t Config::*field;
+  size_t Config::*field;                // a number, or
+  std::string Config::*word = nullptr;  // a word of `words`
+  const char* const* words = nullptr;
+  uint64_t read(const Config& c) const {
+    if (!word) return c.*field;
+    uint64_t i = 0;
+    while (words[i] && c.*word != words[i]) ++i;
+    return i;
+  }
+  std::string show(uint64_t v) const {
+    if (!word) return std::to_string(v);
+    for (uint64_t i = 0; words[i]; ++i)
+      if (i == v) return words[i];
+    return "?";
+  }
 };
-constexpr DeviceSetting kDeviceSettings[] = {
+constexpr const char* kLL128Words[] = {"auto", "on", "off", nullptr};
+const DeviceSetting kDeviceSettings[] = {
     {"STRATA_GPU_DIRECT_BYTES", &Config::gpuDirectMaxBytes},
     {"STRATA_GPU_ONESHOT_BYTES", &Config::gpuOneShotMaxBytes},
     {"STRATA_GPU_STAGE_CHUNK_BYTES", &Config::gpuStageChunkBytes},
     {"STRATA_GPU_EXECUTOR", &Config::gpuExecutor},
     {"STRATA_GPU_CHANNELS", &Config::gpuChannels},
+    {"STRATA_GPU_LL128", nullptr, &Config::gpuLL128, kLL128Words},
 };
 constexpr size_t kNumDeviceSettings = sizeof(kDeviceSettings) / sizeof(kDeviceSettings[0]);
 
@@ -162,7 +179,7 @@ void DeviceEngine::agreeSettings() {
     // exchange itself never depends on them.
     const int n = host_.size(), me = host_.rank();
     uint64_t mine[kNumDeviceSettings];
-    for (size_t i = 0; i < kNumDeviceSettings; ++i) mine[i] = host_.config().*kDeviceSettings[i].field;
+    for (size_t i = 0; i < kNumDeviceSettings; ++i) mine[i] = kDeviceSettings[i].read(host_.config());
     std::vector<uint64_t> all(static_cast<size_t>(n) * kNumDeviceSettings);
     host_.allGather(mine, all.data(), sizeof(mine));
     settingsAgreed_ = true;
@@ -171,9 +188,9 @@ void DeviceEngine::agreeSettings() {
       for (int r = 0; r < n; ++r) {
         const uint64_t theirs = all[static_cast<size_t>(r) * kNumDeviceSettings + i];
         if (theirs == mine[i]) continue;
-        differ += strprintf("%srank %d has %s=%llu but rank %d has %llu", differ.empty() ? "" : "; ", me,
-                            kDeviceSettings[i].name, static_cast<unsigned long long>(mine[i]), r,
-                            static_cast<unsigned long long>(theirs));
+        differ +=
+            strprintf("%srank %d has %s=%s but rank %d has %s", differ.empty() ? "" : "; ", me, kDeviceSettings[i].name,
+                      kDeviceSettings[i].show(mine[i]).c_str(), r, kDeviceSettings[i].show(theirs).c_str());
         break;
       }
     }

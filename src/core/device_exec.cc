@@ -86,6 +86,7 @@ std::string DeviceEngine::execRefusal(std::span<const CollCall> calls) const {
 void DeviceEngine::setupExec(int device) {
   const int n = host_.size(), me = host_.rank();
   execCfg_ = devproto::ProtoConfig{};
+  if (host_.gpuLL128()) execCfg_.ll128MaxBytes = devproto::kDefaultLL128MaxBytes;
   execConnBytes_ = devproto::connMemBytes(execCfg_);
   execChannels_ = std::clamp(host_.gpuChannelCap(), 1, kMaxDevChannels);
   // Per channel, n FIFOs (index p: rank p -> this rank) and a send and a receive step per peer.
@@ -96,7 +97,7 @@ void DeviceEngine::setupExec(int device) {
     unsigned char handle[kCudaIpcHandleBytes];
     int32_t ok;
     int32_t device;
-    uint32_t pieceBytes, nslots, llMaxBytes, channels;
+    uint32_t pieceBytes, nslots, llMaxBytes, ll128MaxBytes, channels;
   };
   Info mine{};
   std::string why;
@@ -126,6 +127,7 @@ void DeviceEngine::setupExec(int device) {
   mine.pieceBytes = execCfg_.pieceBytes;
   mine.nslots = execCfg_.nslots;
   mine.llMaxBytes = execCfg_.llMaxBytes;
+  mine.ll128MaxBytes = execCfg_.ll128MaxBytes;
   mine.channels = static_cast<uint32_t>(execChannels_);
   std::vector<Info> all(static_cast<size_t>(n));
   host_.allGather(&mine, all.data(), sizeof(Info));
@@ -133,7 +135,7 @@ void DeviceEngine::setupExec(int device) {
     const Info& p = all[static_cast<size_t>(r)];
     if (p.ok != 1) why = strprintf("rank %d could not set up its device executor FIFOs (its log says why)", r);
     else if (p.pieceBytes != mine.pieceBytes || p.nslots != mine.nslots || p.llMaxBytes != mine.llMaxBytes ||
-             p.channels != mine.channels)
+             p.ll128MaxBytes != mine.ll128MaxBytes || p.channels != mine.channels)
       why = strprintf("rank %d's FIFO settings differ from rank %d's (a build of other sources?)", r, me);
   }
   if (why.empty()) {
@@ -151,8 +153,8 @@ void DeviceEngine::setupExec(int device) {
     host_.failure().watch(static_cast<uint32_t*>(execCtlHost_));
     STRATA_INFO(kLogNet,
                 "rank %d: device executor on (%d ranks, up to %d channels, %zu bytes of FIFOs per rank, LL up to %u "
-                "bytes)",
-                me, n, execChannels_, regionBytes, execCfg_.llMaxBytes);
+                "bytes, LL128 up to %u bytes)",
+                me, n, execChannels_, regionBytes, execCfg_.llMaxBytes, execCfg_.ll128MaxBytes);
     return;
   }
   execState_ = ExecState::kOff;
@@ -244,6 +246,7 @@ void DeviceEngine::execFinished(void* arg) {
                        : f->waitingFor == 1 ? "data"
                        : f->waitingFor == 2 ? "LL data"
                        : f->waitingFor == 3 ? "a send/recv header"
+                       : f->waitingFor == 5 ? "LL128 data"
                                             : "an earlier op";
   const std::string from =
       f->waitingFor == 4 ? strprintf("of its lane %d", f->peer) : strprintf("from rank %d", f->peer);

@@ -33,6 +33,9 @@ class HostSide {
   /// The most channels a device executor call takes: STRATA_GPU_CHANNELS, or with 0 the topology's
   /// (deviceChannelCap, collectives/cost_model.h). The same on every rank.
   virtual int gpuChannelCap() const = 0;
+  /// Whether the device executor uses LL128: STRATA_GPU_LL128, or with auto the topology's (allGpusOnNvlink). The
+  /// same on every rank.
+  virtual bool gpuLL128() const = 0;
   virtual const FailureState& failure() const = 0;
   /// The kernel, pre-multiplication and post-division of a reducing call's op (valid) for `dtype` on this
   /// communicator (Avg over its size, its PreMulSum scalars).

@@ -27,14 +27,19 @@ struct __attribute__((may_alias, aligned(16))) Vec16 {
 };
 
 /// Sizes both ends agree on (the set-up exchange checks that every rank has the same). An op of at most
-/// llMaxBytes goes as one LL piece; a larger one in Simple pieces of pieceBytes. llMaxBytes <= pieceBytes, so an op
-/// takes as many slots under either protocol (one per pieceBytes or part), and the plans' rule that no rank runs more
-/// than nslots pieces ahead of its peer holds for both. Both sizes are multiples of 16.
+/// llMaxBytes goes as one LL piece; a larger one of at most ll128MaxBytes in LL128 pieces, a larger one still in
+/// Simple pieces, both of up to pieceBytes of data. llMaxBytes <= pieceBytes, so an op takes as many slots under any
+/// protocol (one per pieceBytes or part), and the plans' rule that no rank runs more than nslots pieces ahead of its
+/// peer holds for all three. pieceBytes and llMaxBytes are multiples of 16.
 struct ProtoConfig {
-  uint32_t pieceBytes = 128 * 1024;  // Simple: bytes per slot
-  uint32_t nslots = 8;               // slots per connection direction (both protocols)
+  uint32_t pieceBytes = 128 * 1024;  // Simple and LL128: data bytes per slot
+  uint32_t nslots = 8;               // slots per connection direction (every protocol)
   uint32_t llMaxBytes = 16 * 1024;   // LL: data bytes per slot (the slot holds twice that in lines)
+  uint32_t ll128MaxBytes = 0;        // LL128: the largest op it carries (0: off, and no LL128 slots)
 };
+
+/// The LL128 ops of the executor's default configuration where LL128 is on (STRATA_GPU_LL128): up to 512 KiB.
+inline constexpr uint32_t kDefaultLL128MaxBytes = 512 * 1024;
 
 /// A Simple slot: a 16-byte header (the word at its start: the byte offset, 0..15, at which the sender placed the
 /// piece after the header), then pieceBytes of data at that offset. The sender places a piece at the offset mod 16
@@ -43,10 +48,25 @@ struct ProtoConfig {
 inline constexpr uint64_t kSimpleSlotHeader = 16;
 STRATA_HD_INLINE uint64_t simpleSlotBytes(const ProtoConfig& cfg) { return cfg.pieceBytes + 2 * kSimpleSlotHeader; }
 
+/// An LL128 line: 128 bytes at a 128-byte aligned address, eight 16-byte vectors; the first seven and the low half
+/// of the last carry 120 bytes of the piece, the high half of the last (bytes 120..127) the flag: step + 1.
+inline constexpr uint32_t kLL128LineBytes = 128;
+inline constexpr uint32_t kLL128LineData = 120;
+STRATA_HD_INLINE uint64_t ll128SlotBytes(const ProtoConfig& cfg) {
+  if (cfg.ll128MaxBytes == 0) return 0;
+  return (static_cast<uint64_t>(cfg.pieceBytes) + kLL128LineData - 1) / kLL128LineData * kLL128LineBytes;
+}
+
+/// Where the LL128 slots start in a ConnMem: after the Simple and LL slots, rounded up to a line.
+STRATA_HD_INLINE uint64_t ll128Offset(const ProtoConfig& cfg) {
+  const uint64_t end = 256 + static_cast<uint64_t>(cfg.nslots) * (simpleSlotBytes(cfg) + 2ull * cfg.llMaxBytes);
+  return (end + kLL128LineBytes - 1) / kLL128LineBytes * kLL128LineBytes;
+}
+
 /// Bytes of one ConnMem for `cfg`, rounded up to a multiple of 128, so that ConnMems (and whatever follows them)
 /// laid out one after another keep their 128-byte alignment.
 STRATA_HD_INLINE uint64_t connMemBytes(const ProtoConfig& cfg) {
-  const uint64_t used = 256 + static_cast<uint64_t>(cfg.nslots) * (simpleSlotBytes(cfg) + 2ull * cfg.llMaxBytes);
+  const uint64_t used = ll128Offset(cfg) + static_cast<uint64_t>(cfg.nslots) * ll128SlotBytes(cfg);
   return (used + 127) / 128 * 128;
 }
 
@@ -69,6 +89,11 @@ STRATA_HD_INLINE uint64_t* llSlot(void* mem, const ProtoConfig& cfg, uint64_t st
   char* base = static_cast<char*>(mem) + 256 + static_cast<uint64_t>(cfg.nslots) * simpleSlotBytes(cfg);
   return reinterpret_cast<uint64_t*>(base + (step % cfg.nslots) * 2ull * cfg.llMaxBytes);
 }
+/// The first line of the LL128 slot of `step` (128-byte aligned when `mem` is).
+STRATA_HD_INLINE Vec16* ll128Slot(void* mem, const ProtoConfig& cfg, uint64_t step) {
+  return reinterpret_cast<Vec16*>(static_cast<char*>(mem) + ll128Offset(cfg) +
+                                  (step % cfg.nslots) * ll128SlotBytes(cfg));
+}
 
 /// Why a lane stopped. Stored in Failure::code; 0 while nothing failed.
 /// kFailMismatch: a send/recv header said the sender's message has other bytes than the receive expects
@@ -82,7 +107,7 @@ struct Failure {
   int32_t op;           // index of the op in its lane
   int32_t peer;         // the peer the lane was waiting for (-1: none)
   uint32_t waitingFor;  // 0 sender slot (tail), 1 Simple data (head), 2 LL data, 3 a send/recv header, 4 lane `peer`
-                        // of this rank (a cross-lane wait)
+                        // of this rank (a cross-lane wait), 5 LL128 data
   uint32_t pad;
   uint64_t expected;  // kFailMismatch: the bytes this rank's receive expects
   uint64_t got;       // and the bytes the sender's header announced

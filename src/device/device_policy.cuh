@@ -55,6 +55,26 @@ struct DevicePolicy {
     asm volatile("st.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]), "r"(v.w[2]), "r"(v.w[3])
                  : "memory");
   }
+  // LL128 (device/proto.h), as NCCL's: eight threads of a warp write a 128-byte line with one 16-byte volatile
+  // store each, the last thread's holding the flag, and read it with one 16-byte volatile load each; nothing orders
+  // the eight stores but the hardware, which delivers a warp's stores to one aligned 128-byte line together over
+  // NVLink (why LL128 is on only where every GPU pair of the host has NVLink, STRATA_GPU_LL128=auto).
+  static constexpr uint32_t kLineThreads = 8;
+  static __device__ __forceinline__ void storeLinePart(Vec16* p, const Vec16 (&v)[1], bool) {
+    asm volatile("st.volatile.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v[0].w[0]), "r"(v[0].w[1]),
+                 "r"(v[0].w[2]), "r"(v[0].w[3])
+                 : "memory");
+  }
+  static __device__ __forceinline__ void loadLinePart(const Vec16* p, Vec16 (&v)[1], bool) {
+    asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v[0].w[0]), "=r"(v[0].w[1]), "=r"(v[0].w[2]), "=r"(v[0].w[3])
+                 : "l"(p)
+                 : "memory");
+  }
+  // A warp's vote: every thread of the warp calls it together.
+  static __device__ bool warpAll(bool x) { return __all_sync(0xffffffffu, x); }
+  static __device__ bool warpAny(bool x) { return __any_sync(0xffffffffu, x); }
+
   static __device__ uint64_t nowNs() {
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

@@ -55,6 +55,37 @@ struct HostPolicy {
   static uint32_t fetchAddU32(uint32_t* p, uint32_t v) {
     return std::atomic_ref<uint32_t>(*p).fetch_add(v, std::memory_order_acq_rel);
   }
+  // LL128 (device/proto.h): a thread writes and reads whole lines, eight vectors. The flag (the last word) is
+  // stored last with release and loaded first with acquire, so the line's data seen after a matching flag is the
+  // data written before it; the data words are relaxed atomics (a reader may poll a line being written).
+  static constexpr uint32_t kLineThreads = 1;
+  template <uint32_t N>
+  static void storeLinePart(Vec16* p, const Vec16 (&v)[N], bool holdsFlag) {
+    auto* w = reinterpret_cast<uint64_t*>(p);
+    for (uint32_t j = 0; j < 2 * N; ++j) {
+      const uint64_t x =
+          static_cast<uint64_t>(v[j / 2].w[2 * (j % 2)]) | (static_cast<uint64_t>(v[j / 2].w[2 * (j % 2) + 1]) << 32);
+      std::atomic_ref<uint64_t>(w[j]).store(
+          x, holdsFlag && j == 2 * N - 1 ? std::memory_order_release : std::memory_order_relaxed);
+    }
+  }
+  template <uint32_t N>
+  static void loadLinePart(const Vec16* p, Vec16 (&v)[N], bool holdsFlag) {
+    auto* w = reinterpret_cast<uint64_t*>(const_cast<Vec16*>(p));
+    const uint32_t last = 2 * N - 1;
+    uint64_t words[2 * N];
+    if (holdsFlag) words[last] = std::atomic_ref<uint64_t>(w[last]).load(std::memory_order_acquire);
+    for (uint32_t j = 0; j < 2 * N; ++j)
+      if (!holdsFlag || j != last) words[j] = std::atomic_ref<uint64_t>(w[j]).load(std::memory_order_relaxed);
+    for (uint32_t j = 0; j < 2 * N; ++j) {
+      v[j / 2].w[2 * (j % 2)] = static_cast<uint32_t>(words[j]);
+      v[j / 2].w[2 * (j % 2) + 1] = static_cast<uint32_t>(words[j] >> 32);
+    }
+  }
+  // A warp's vote (one thread here).
+  static bool warpAll(bool x) { return x; }
+  static bool warpAny(bool x) { return x; }
+
   static Vec16 load16(const void* p) { return *static_cast<const Vec16*>(p); }
   static void store16(void* p, const Vec16& v) { *static_cast<Vec16*>(p) = v; }
   static uint64_t nowNs() {

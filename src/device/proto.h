@@ -13,6 +13,8 @@
 //   simple[s]   nslots slots: a 16-byte header (the byte offset, 0..15, of the piece after it), then the piece
 //   ll[s]       nslots slots of LL lines: 8 bytes each, 4 bytes of data and a 4-byte flag, stored as one 64-bit
 //               word, so a line is never seen half written; flag = low 32 bits of (step + 1)
+//   ll128[s]    (when LL128 is on) nslots slots of LL128 lines: 128 bytes each, 120 bytes of data and an 8-byte
+//               flag = step + 1, written by P::kLineThreads threads at once (see OpRunner::ll128)
 // Step counters (pieces sent / received on each connection) live in the rank's own memory and are advanced by
 // the executor, never chosen by the host, so a captured kernel replays correctly.
 //
@@ -24,7 +26,8 @@
 // by a lane of this rank that failed) and a deadline; a wait that ends that way records why in the Failure word
 // and the lane returns.
 //
-// The elements and operators are in device/elements.h, the 16-byte vectors of the data loops in device/vec16.h.
+// The elements and operators are in device/elements.h, the 16-byte vectors of the data loops in device/vec16.h, the
+// line protocols (LL, LL128, the send/recv header) in device/proto_lines.h.
 //
 // Linkage: like util/dtype_codec.h (which this uses), everything is in an unnamed namespace: include this from a
 // .cc/.cu file, never from an inline function with external linkage.
@@ -82,6 +85,26 @@ STRATA_HD_INLINE uint32_t waitFor(const P& p, const LaneArgs& a, uint64_t deadli
       if (P::loadRelaxed(a.abortWord) != 0 || P::loadRelaxed(a.stopWord) != 0) code = kFailAborted;
       else if (deadlineNs != 0 && P::nowNs() > deadlineNs) code = kFailTimedOut;
       if (code != kFailNone) return recordStop<P>(a, code, op, peer, what);
+    }
+    p.backoff(spins);
+  }
+  return kFailNone;
+}
+
+/// waitFor for a warp that waits together (LL128's lines): every thread of the warp calls it, `ready()` is this
+/// thread's part, and the warp goes on once every thread's part is ready, or stops together (a vote), so that the
+/// warp never splits across its votes. Returns kFailNone or why it stopped (recorded by a thread that saw it).
+template <class P, class Ready>
+STRATA_HD_INLINE uint32_t waitWarp(const P& p, const LaneArgs& a, uint64_t deadlineNs, int op, int peer, uint32_t what,
+                                   Ready ready) {
+  uint32_t spins = 0;
+  while (!P::warpAll(ready())) {
+    if ((++spins & 63) == 0) {
+      uint32_t code = kFailNone;
+      if (P::loadRelaxed(a.abortWord) != 0 || P::loadRelaxed(a.stopWord) != 0) code = kFailAborted;
+      else if (deadlineNs != 0 && P::nowNs() > deadlineNs) code = kFailTimedOut;
+      if (P::warpAny(code != kFailNone))
+        return code != kFailNone ? recordStop<P>(a, code, op, peer, what) : kFailAborted;
     }
     p.backoff(spins);
   }
@@ -317,145 +340,16 @@ struct OpRunner {
     return kFailNone;
   }
 
-  // ---- LL ----
-  // A line: low 32 bits data, high 32 bits flag. The piece's bytes are packed 4 to a line; each thread owns
-  // whole elements' lines (ceil(sizeof(S)/4) lines per element, several elements per line when S is narrower).
-  STRATA_HD_INLINE uint32_t ll(const DevOp& o) const {
-    const OpKind kind = static_cast<OpKind>(o.kind);
-    const bool recvs = o.recvPeer >= 0, sends = o.sendPeer >= 0;
-    constexpr uint64_t kPerLine = sizeof(S) >= 4 ? 1 : 4 / sizeof(S);   // elements per line
-    constexpr uint64_t kLinesPer = sizeof(S) >= 4 ? sizeof(S) / 4 : 1;  // lines per element group
-    const uint64_t pieceElems = a.cfg.llMaxBytes / sizeof(S);           // the whole op: one piece
-    S* dst = writesDst(kind) ? buf(o.dstBuf, o.dstOff) : nullptr;
-    const S* src = readsSrc(kind) ? buf(o.srcBuf, o.srcOff) : nullptr;
-    const bool red = reduces(kind), scale = src != nullptr && scaled(o);
-    for (uint64_t base = 0; base < o.count; base += pieceElems) {
-      const uint64_t n = o.count - base < pieceElems ? o.count - base : pieceElems;
-      void* rmem = recvs ? a.recvMem[o.recvPeer] : nullptr;
-      void* smem = sends ? a.sendMem[o.sendPeer] : nullptr;
-      const uint64_t rstep = recvs ? a.recvStep[o.recvPeer] : 0;
-      const uint64_t sstep = sends ? a.sendStep[o.sendPeer] : 0;
-      uint32_t failed = kFailNone;
-      if (sends && p.tid() == 0) {
-        failed = waitSlot(o.sendPeer, smem, sstep);
-      }
-      if (p.broadcast(failed) != kFailNone) return kFailAborted;
-      const uint32_t rflag = static_cast<uint32_t>(rstep + 1), sflag = static_cast<uint32_t>(sstep + 1);
-      uint64_t* inLines = recvs ? llSlot(rmem, a.cfg, rstep) : nullptr;
-      uint64_t* outLines = sends ? llSlot(smem, a.cfg, sstep) : nullptr;
-      uint32_t mine = kFailNone;
-      const uint64_t groups = (n + kPerLine - 1) / kPerLine;  // element groups: one line's worth each
-      for (uint64_t g = p.tid(); g < groups && mine == kFailNone; g += p.nthreads()) {
-        const uint64_t first = g * kPerLine;
-        const uint64_t cnt = n - first < kPerLine ? n - first : kPerLine;
-        // The message elements of this group, unpacked from their lines.
-        S m[kPerLine] = {};
-        if (recvs) {
-          uint32_t words[kLinesPer];
-          for (uint64_t l = 0; l < kLinesPer; ++l) {
-            uint64_t* line = inLines + g * kLinesPer + l;
-            uint64_t v = 0;
-            mine = waitFor(p, a, deadlineNs, opIndex, o.recvPeer, 2, [&] {
-              v = P::loadRelaxed(line);
-              return static_cast<uint32_t>(v >> 32) == rflag;
-            });
-            if (mine != kFailNone) break;
-            words[l] = static_cast<uint32_t>(v);
-          }
-          if (mine != kFailNone) break;
-          unpack(m, words);
-        }
-        S msg[kPerLine];
-        for (uint64_t e = 0; e < kPerLine; ++e) {
-          if (e < cnt) {
-            const uint64_t i = base + first + e;
-            msg[e] = value(recvs ? m[e] : S{}, src ? src[i] : S{}, recvs, red, scale);
-            if (dst) dst[i] = msg[e];
-          } else {
-            msg[e] = S{};
-          }
-        }
-        if (sends) {
-          uint32_t words[kLinesPer];
-          pack(words, msg);
-          for (uint64_t l = 0; l < kLinesPer; ++l)
-            P::storeRelaxed(outLines + g * kLinesPer + l, (static_cast<uint64_t>(sflag) << 32) | words[l]);
-        }
-      }
-      if (p.anyFailed(mine) != kFailNone) return kFailAborted;
-      if (p.tid() == 0) {
-        if (sends) a.sendStep[o.sendPeer] = sstep + 1;
-        if (recvs) {
-          P::storeRelease(&connCtrl(rmem)->tail, rstep + 1);
-          a.recvStep[o.recvPeer] = rstep + 1;
-        }
-      }
-      p.sync();
-    }
-    return kFailNone;
-  }
-
-  static STRATA_HD_INLINE void unpack(S* m, const uint32_t* words) {
-    if constexpr (sizeof(S) >= 4) {
-      uint32_t tmp[sizeof(S) / 4];
-      for (uint64_t l = 0; l < sizeof(S) / 4; ++l) tmp[l] = words[l];
-      memcpyBits(m, tmp, sizeof(S));
-    } else {
-      memcpyBits(m, words, 4);
-    }
-  }
-  static STRATA_HD_INLINE void pack(uint32_t* words, const S* msg) {
-    if constexpr (sizeof(S) >= 4) {
-      memcpyBits(words, msg, sizeof(S));
-    } else {
-      memcpyBits(words, msg, 4);
-    }
-  }
-  static STRATA_HD_INLINE void memcpyBits(void* d, const void* s, uint64_t n) {
-    auto* dc = static_cast<unsigned char*>(d);
-    auto* sc = static_cast<const unsigned char*>(s);
-    for (uint64_t i = 0; i < n; ++i) dc[i] = sc[i];
-  }
-
-  // ---- a send/recv header (kDevOpHeader) ----
-  // One LL piece of two lines (the low and high 32 bits of the message's bytes) on the op's connection, written by
-  // the sender's leader and checked by the receiver's: the same slots and steps as any LL piece.
-  STRATA_HD_INLINE uint32_t header(const DevOp& o) const {
-    uint32_t failed = kFailNone;
-    if (p.tid() == 0) {
-      if (o.sendPeer >= 0) {
-        void* smem = a.sendMem[o.sendPeer];
-        const uint64_t sstep = a.sendStep[o.sendPeer];
-        failed = waitSlot(o.sendPeer, smem, sstep);
-        if (failed == kFailNone) {
-          uint64_t* lines = llSlot(smem, a.cfg, sstep);
-          const uint64_t flag = static_cast<uint64_t>(static_cast<uint32_t>(sstep + 1)) << 32;
-          P::storeRelaxed(lines, flag | (o.count & 0xffffffffu));
-          P::storeRelaxed(lines + 1, flag | (o.count >> 32));
-          a.sendStep[o.sendPeer] = sstep + 1;
-        }
-      } else if (o.recvPeer >= 0) {
-        void* rmem = a.recvMem[o.recvPeer];
-        const uint64_t rstep = a.recvStep[o.recvPeer];
-        const uint32_t rflag = static_cast<uint32_t>(rstep + 1);
-        uint64_t* lines = llSlot(rmem, a.cfg, rstep);
-        uint64_t word[2] = {0, 0};
-        for (int l = 0; l < 2 && failed == kFailNone; ++l) {
-          failed = waitFor(p, a, deadlineNs, opIndex, o.recvPeer, 3, [&] {
-            word[l] = P::loadRelaxed(lines + l);
-            return static_cast<uint32_t>(word[l] >> 32) == rflag;
-          });
-        }
-        if (failed == kFailNone) {
-          P::storeRelease(&connCtrl(rmem)->tail, rstep + 1);
-          a.recvStep[o.recvPeer] = rstep + 1;
-          const uint64_t got = (word[0] & 0xffffffffu) | (word[1] << 32);
-          if (got != o.count) failed = recordStop<P>(a, kFailMismatch, opIndex, o.recvPeer, 3, o.count, got);
-        }
-      }
-    }
-    return p.broadcast(failed);
-  }
+  // ---- LL, LL128 and the send/recv header: the line protocols, defined in device/proto_lines.h ----
+  STRATA_HD_INLINE uint32_t ll(const DevOp& o) const;
+  static constexpr uint32_t kLineParts = 8 / P::kLineThreads;
+  STRATA_HD_INLINE Vec16 ll128Read(const S* src, uint64_t off, uint32_t valid, bool full, bool aligned) const;
+  STRATA_HD_INLINE void ll128Write(S* d, uint64_t off, uint32_t valid, bool full, bool aligned, const Vec16& v) const;
+  STRATA_HD_INLINE uint32_t ll128(const DevOp& o) const;
+  static STRATA_HD_INLINE void unpack(S* m, const uint32_t* words);
+  static STRATA_HD_INLINE void pack(uint32_t* words, const S* msg);
+  static STRATA_HD_INLINE void memcpyBits(void* d, const void* s, uint64_t n);
+  STRATA_HD_INLINE uint32_t header(const DevOp& o) const;
 
   // ---- cross-lane waits ----
   // An op with afterOps waits (its leader polling, with the deadline and abort checks of every wait) until lane
@@ -485,7 +379,9 @@ struct OpRunner {
     const OpKind kind = static_cast<OpKind>(o.kind);
     if (kind == OpKind::kCopy || kind == OpKind::kReduceLocal) return local(o);
     if (o.count == 0) return kFailNone;
-    if (o.count * sizeof(S) <= a.cfg.llMaxBytes) return ll(o);  // one piece, one slot
+    const uint64_t bytes = o.count * sizeof(S);
+    if (bytes <= a.cfg.llMaxBytes) return ll(o);  // one piece, one slot
+    if (bytes <= a.cfg.ll128MaxBytes) return ll128(o);
     return simple(o);
   }
 };
@@ -576,3 +472,6 @@ uint32_t runLane(const P& p, const LaneArgs& a) {
 
 }  // namespace
 }  // namespace strata::devproto
+
+// The line protocols' member functions (OpRunner::ll, ll128, header).
+#include "device/proto_lines.h"

@@ -54,6 +54,25 @@ STRATA_HD_INLINE Vec16 readVec(const char* base, uint32_t s, uint64_t v) {
   return shiftedVec(P::load16(b), P::load16(b + 1), s);
 }
 
+// 8 bytes at an 8-byte aligned address of a user's buffer, of whatever element type (memcpy on the CPU, where the
+// buffer's type is the elements'; one 8-byte access on the GPU).
+STRATA_HD_INLINE uint64_t load8(const void* p) {
+#if defined(__CUDA_ARCH__)
+  return *static_cast<const uint64_t*>(p);
+#else
+  uint64_t x;
+  std::memcpy(&x, p, 8);
+  return x;
+#endif
+}
+STRATA_HD_INLINE void store8(void* p, uint64_t x) {
+#if defined(__CUDA_ARCH__)
+  *static_cast<uint64_t*>(p) = x;
+#else
+  std::memcpy(p, &x, 8);
+#endif
+}
+
 template <class To, class From>
 STRATA_HD_INLINE To bitsAs(From f) {
   static_assert(sizeof(To) == sizeof(From), "same size");

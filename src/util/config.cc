@@ -50,6 +50,9 @@ constexpr ConfigVar kConfigVars[] = {
     {"STRATA_GPU_CHANNELS", "0", IntegerField{&Config::gpuChannels, 0, 32},
      "most channels (thread blocks, each with FIFOs of its own per peer) a device executor call uses; one per 64 KiB "
      "of the call. 0: from the topology (32 on NVSwitch hosts of H100/H200, 2 on PCIe; 8 when no GPU is known)"},
+    {"STRATA_GPU_LL128", "auto", ChoiceField{&Config::gpuLL128, "auto, on, off"},
+     "the device executor's LL128 protocol for ops over 16 KiB up to 512 KiB (auto: on where every GPU pair of each "
+     "host has NVLink, as NCCL)"},
     {"STRATA_FLIGHT_RECORDER_ENTRIES", "2000", IntegerField{&Config::flightRecorderEntries, 0, 1 << 24},
      "operations each communicator's flight recorder keeps (0: off)"},
     {"STRATA_FLIGHT_RECORDER_DIR", "", TextField{&Config::flightRecorderDir},

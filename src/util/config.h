@@ -69,6 +69,9 @@ struct Config {
   /// many copies of themselves on parts of the data, each a thread block with FIFOs of its own per peer); a call
   /// takes one per 64 KiB of its size up to this.
   size_t gpuChannels;
+  /// STRATA_GPU_LL128: auto | on | off: whether the device executor carries mid-sized ops (over LL's 16 KiB, up to
+  /// 512 KiB) in the LL128 protocol; auto: where every GPU pair of each host has NVLink (allGpusOnNvlink).
+  std::string gpuLL128;
   /// STRATA_FLIGHT_RECORDER_ENTRIES: operations each communicator's flight recorder keeps (0: none).
   int flightRecorderEntries = 2000;
   /// STRATA_FLIGHT_RECORDER_DIR: where the flight recorder's dumps are written on a timeout, a failure, an

@@ -26,6 +26,8 @@ using devproto::ProtoConfig;
 
 // Small pieces: a message of a few KiB crosses many slots and wraps the FIFO (4 x 256 bytes); LL up to 64 bytes.
 constexpr ProtoConfig kSmall{256, 4, 64};
+// All three protocols: LL up to 64 B, LL128 up to 512 B, Simple beyond.
+constexpr ProtoConfig kMixed{256, 4, 64, 512};
 
 // One message of an exchange: `from` sends `bytes` to `to`.
 struct Msg {
@@ -222,7 +224,7 @@ uint64_t randomBytes(std::mt19937_64& rng, const ProtoConfig& cfg) {
   switch (rng() % 6) {
     case 0: return rng() % 3;                   // 0, 1, 2
     case 1: return 1 + rng() % cfg.llMaxBytes;  // LL
-    case 2: return 8 * (1 + rng() % 40);        // whole words, LL or Simple
+    case 2: return 8 * (1 + rng() % 40);        // whole words, LL, LL128 or Simple
     case 3: return fifo + 1 + rng() % 700;      // more than the FIFO holds
     default: return rng() % 600;
   }
@@ -230,13 +232,13 @@ uint64_t randomBytes(std::mt19937_64& rng, const ProtoConfig& cfg) {
 
 // ---- every message arrives -----------------------------------------------------------------------------------------
 
-// Random groups at n = 1..8: messages between random pairs (self included) of 0, 1, odd, LL, Simple and more than
-// the FIFO's bytes, several on one connection, in a random issue order per rank, split into channels or not. Every
+// Random groups at n = 1..8: messages between random pairs (self included) of 0, 1, odd, LL, LL128, Simple and more
+// than the FIFO's bytes, several on one connection, in a random issue order per rank, split into channels or not. Every
 // message arrives whole and in NCCL's matching order, and nothing is written past a receive buffer.
 TEST(DeviceP2P, GroupsDeliverEveryMessage) {
   std::mt19937_64 rng(777);
   std::vector<std::unique_ptr<CpuDeviceWorld>> worlds;
-  for (int n = 1; n <= 8; ++n) worlds.push_back(std::make_unique<CpuDeviceWorld>(n, kSmall, 4));
+  for (int n = 1; n <= 8; ++n) worlds.push_back(std::make_unique<CpuDeviceWorld>(n, kMixed, 4));
   for (int i = 0; i < 300; ++i) {
     Exchange x;
     x.nranks = 1 + static_cast<int>(rng() % 8);
@@ -247,7 +249,7 @@ TEST(DeviceP2P, GroupsDeliverEveryMessage) {
       Msg g;
       g.from = static_cast<int>(rng() % static_cast<uint64_t>(x.nranks));
       g.to = rng() % 5 == 0 ? g.from : static_cast<int>(rng() % static_cast<uint64_t>(x.nranks));
-      g.bytes = randomBytes(rng, kSmall);
+      g.bytes = randomBytes(rng, kMixed);
       x.msgs.push_back(g);
     }
     checkExchange(*worlds[static_cast<size_t>(x.nranks - 1)], x, rng);

@@ -38,6 +38,12 @@ constexpr ProtoConfig kSmall{256, 4, 64};
 constexpr ProtoConfig kSimpleOnly{128, 2, 0};
 // LL for every op up to its whole piece.
 constexpr ProtoConfig kAllLL{128, 3, 128};
+// LL up to 64 B, LL128 beyond for every op (pieces of 256 B: lines of 120 bytes, the piece's last one partial).
+constexpr ProtoConfig kLL128{256, 4, 64, 1u << 30};
+// All three protocols: LL up to 64 B, LL128 up to 512 B, Simple beyond.
+constexpr ProtoConfig kMixed{256, 4, 64, 512};
+// LL128 from the first byte (no LL), pieces of 512 B.
+constexpr ProtoConfig kAllLL128{512, 3, 0, 1u << 30};
 
 const strataDataType_t kAllTypes[] = {strataInt8,    strataUint8,    strataInt32,      strataUint32,
                                       strataInt64,   strataUint64,   strataFloat16,    strataFloat32,
@@ -315,7 +321,7 @@ std::vector<size_t> countsFor(int n, const ProtoConfig& cfg, strataDataType_t dt
 // dtypes and ops cycle through the sweep so every pair appears.
 TEST(DeviceProto, EveryCollectiveMatchesHostPath) {
   size_t k = 0;
-  for (const ProtoConfig& cfg : {kSmall, kSimpleOnly}) {
+  for (const ProtoConfig& cfg : {kSmall, kSimpleOnly, kLL128}) {
     for (int n = 1; n <= 8; ++n) {
       CpuDeviceWorld dw(n, cfg);  // one world per n: step counters carry over from call to call
       for (CollKind kind : kKinds) {
@@ -342,9 +348,9 @@ TEST(DeviceProto, EveryCollectiveMatchesHostPath) {
   }
 }
 
-// Every dtype x op for the reducing collectives, both protocols.
+// Every dtype x op for the reducing collectives, every protocol.
 TEST(DeviceProto, EveryDtypeAndOp) {
-  for (const ProtoConfig& cfg : {kSmall, kAllLL}) {
+  for (const ProtoConfig& cfg : {kSmall, kAllLL, kAllLL128}) {
     CpuDeviceWorld dw(3, cfg);
     for (CollKind kind : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kReduce}) {
       for (strataDataType_t dt : kAllTypes) {
@@ -371,8 +377,7 @@ TEST(DeviceProto, EveryDtypeAndOp) {
 // different on every rank and between send and receive buffers, so that slots and buffers disagree), every dtype x
 // op, n = 1..8, in and out of place, lanes of 1 and 3 threads, counts that leave heads, bodies of several passes and
 // tails in every piece: bit for bit the host path, nothing written before or after a buffer.
-TEST(DeviceProto, VectorsAtEveryAlignment) {
-  constexpr ProtoConfig kCfg{512, 4, 64};  // LL up to 64 B, Simple pieces of 32 vectors beyond
+void everyAlignment(const ProtoConfig& kCfg) {
   std::vector<std::unique_ptr<CpuDeviceWorld>> worlds;
   for (int n = 1; n <= 8; ++n) worlds.push_back(std::make_unique<CpuDeviceWorld>(n, kCfg));
   size_t k = 0;
@@ -401,6 +406,16 @@ TEST(DeviceProto, VectorsAtEveryAlignment) {
     }
   }
   EXPECT_GT(k, 700u);
+}
+
+TEST(DeviceProto, VectorsAtEveryAlignment) {
+  everyAlignment(ProtoConfig{512, 4, 64});  // LL up to 64 B, Simple pieces of 32 vectors beyond
+}
+
+// LL128's lines at every offset mod 16 of the user's buffers, as above: a line's 8-byte words meet the user's
+// buffers aligned or not (8-byte accesses, or element by element), pieces of 512 B end in a partial line.
+TEST(DeviceProto, LL128AtEveryAlignment) {
+  everyAlignment(ProtoConfig{512, 4, 64, 1u << 30});  // LL up to 64 B, LL128 beyond
 }
 
 // Cross-lane waits: the pipelined hierarchical plans (lanes of one rank waiting on each other's progress: the rail
@@ -485,7 +500,7 @@ TEST(DeviceProto, CrossLaneWaitsEndAtTheDeadline) {
 // verdict, every thread waits for its own LL lines, the group moves the data between barriers.
 TEST(DeviceProto, LanesAsThreadGroups) {
   size_t k = 0;
-  for (const ProtoConfig& cfg : {kSmall, kAllLL}) {
+  for (const ProtoConfig& cfg : {kSmall, kAllLL, kAllLL128}) {
     for (int n = 1; n <= 5; ++n) {
       CpuDeviceWorld dw(n, cfg);
       for (CollKind kind : kKinds) {
@@ -707,14 +722,14 @@ TEST(DeviceProto, ChannelSplitNeedsIdenticalRegions) {
 // ---- random calls ---------------------------------------------------------------------------------------------------
 
 // STRATA_DEVICE_RANDOM_CALLS random calls (default 10000) over persistent worlds of 1..8 ranks: random collective,
-// algorithm, count (across both protocols and FIFO wrap), dtype, op, root and placement, each checked against the
-// host path. Under ThreadSanitizer this is the protocol's race check.
+// algorithm, count (across the three protocols and FIFO wrap), dtype, op, root and placement, each checked against
+// the host path. Under ThreadSanitizer this is the protocol's race check.
 TEST(DeviceProto, RandomCallsMatchHostPath) {
   const char* env = std::getenv("STRATA_DEVICE_RANDOM_CALLS");
   const int calls = env ? std::atoi(env) : 10000;
   std::mt19937_64 rng(12345);
   std::vector<std::unique_ptr<CpuDeviceWorld>> worlds;
-  for (int n = 1; n <= 8; ++n) worlds.push_back(std::make_unique<CpuDeviceWorld>(n, kSmall, 4));
+  for (int n = 1; n <= 8; ++n) worlds.push_back(std::make_unique<CpuDeviceWorld>(n, kMixed, 4));
   for (int i = 0; i < calls; ++i) {
     Case c;
     c.nranks = 1 + static_cast<int>(rng() % 8);
@@ -779,18 +794,27 @@ TEST(DeviceProto, AbortEndsEveryWait) {
   EXPECT_EQ(dw.failure((absent + 1) % n)->peer, absent);
 }
 
-// No abort: the deadline ends the waits, reported as a timeout.
+// No abort: the deadline ends the waits, reported as a timeout, in Simple and in LL128 (whose threads wait for
+// their lines together, a warp's vote on the GPU); the absent rank's ring successor was waiting for its data.
 TEST(DeviceProto, DeadlineEndsEveryWait) {
-  const int n = 3, absent = 0;
-  CpuDeviceWorld dw(n, kSmall);
-  Case c = bigAllReduce(n);
-  World w;
-  ASSERT_TRUE(makeWorld(c, dw.config(), 2, false, &w));
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto codes = runDevice(dw, c, w, 300'000'000, absent);
-  const double took = secondsSince(t0);
-  EXPECT_LT(took, 2.0) << "deadline took " << took << " s";
-  for (int r = 1; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], devproto::kFailTimedOut) << "rank " << r;
+  for (const ProtoConfig& cfg : {kSmall, kAllLL128}) {
+    for (uint32_t threads : {1u, 3u}) {
+      const int n = 3, absent = 0;
+      CpuDeviceWorld dw(n, cfg);
+      Case c = bigAllReduce(n);
+      c.threads = threads;
+      World w;
+      ASSERT_TRUE(makeWorld(c, dw.config(), 2, false, &w));
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto codes = runDevice(dw, c, w, 300'000'000, absent);
+      const double took = secondsSince(t0);
+      EXPECT_LT(took, 2.0) << "deadline took " << took << " s";
+      for (int r = 1; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], devproto::kFailTimedOut) << "rank " << r;
+      const devproto::Failure* f = dw.failure(absent + 1);
+      EXPECT_EQ(f->peer, absent);
+      EXPECT_EQ(f->waitingFor, cfg.ll128MaxBytes != 0 ? 5u : 1u) << "LL128 data, else Simple data";
+    }
+  }
 }
 
 // Ranks as processes sharing the world's memory (shared memory in place of CUDA IPC): each forked rank runs its

@@ -525,8 +525,19 @@ strataResult_t issueColl(CollKind k, const void* s, void* d, size_t count, strat
 // Every collective through the engine's executor path (lanes as groups of 2 threads running the kernel's code),
 // against the host path on the same communicator and inputs: bit for bit, in and out of place, Avg and PreMulSum
 // (float and integer) included, a count larger than a FIFO (8 x 128 KiB), roots first and last. Every call runs in
-// the kernel: none is staged, none takes the older direct path.
+// the kernel: none is staged, none takes the older direct path. Without LL128 (STRATA_GPU_LL128=auto: no NVLink
+// here), then with it (on): ops of 16 KiB to 512 KiB in LL128 lines.
+void executorRunsEveryCollective();
 TEST(DeviceEngine, ExecutorRunsEveryCollectiveAsTheHostPath) {
+  for (const char* ll128 : {"auto", "on"}) {
+    setenv("STRATA_GPU_LL128", ll128, 1);
+    executorRunsEveryCollective();
+    unsetenv("STRATA_GPU_LL128");
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+void executorRunsEveryCollective() {
   Fixture f;
   ExecutorOn on;
   struct Combo {
@@ -1197,22 +1208,18 @@ const GpuSetting kGpuSettings[] = {
 TEST(DeviceEngine, GpuSettingsThatDifferFailOnEveryRank) {
   Fixture f;
   constexpr int n = 3, odd = 2;  // rank 2 differs
-  for (const GpuSetting& s : kGpuSettings) {
-    std::vector<Config> configs(n, gpuTestConfig());
-    configs[odd].*s.field = s.value;
+  // `configs` differ at rank `odd`; expected(r, other) is rank r's message about rank `other`.
+  auto expectRefused = [&](const std::vector<Config>& configs, const std::function<std::string(int, int)>& expected) {
     onConfiguredRanks(configs, [&](int r, CommImpl& comm) {
-      const size_t mine = configs[static_cast<size_t>(r)].*s.field;
-      const int other = r == odd ? 0 : odd;
-      const size_t theirs = configs[static_cast<size_t>(other)].*s.field;
-      const std::string expected = strprintf("rank %d has %s=%zu but rank %d has %zu", r, s.name, mine, other, theirs);
+      const std::string want = expected(r, r == odd ? 0 : odd);
       for (size_t count : {1000, 70001}) {  // the first call compares; the second fails the same way
         try {
           deviceMatchesHost(comm, r, count, strataSum);
-          ADD_FAILURE() << "rank " << r << ": " << s.name << " differs, yet a device all-reduce of " << count
+          ADD_FAILURE() << "rank " << r << ": " << want << ", yet a device all-reduce of " << count
                         << " floats was accepted";
         } catch (const InvalidUsage& e) {
-          EXPECT_NE(std::string(e.what()).find(expected), std::string::npos)
-              << "rank " << r << ": " << e.what() << "\nexpected: " << expected;
+          EXPECT_NE(std::string(e.what()).find(want), std::string::npos)
+              << "rank " << r << ": " << e.what() << "\nexpected: " << want;
         }
       }
       // Nothing was enqueued: the communicator still runs host calls.
@@ -1221,7 +1228,23 @@ TEST(DeviceEngine, GpuSettingsThatDifferFailOnEveryRank) {
       comm.run(std::span<const CollCall>(&h, 1));
       EXPECT_EQ(y[63], static_cast<float>(n));
     });
+  };
+  for (const GpuSetting& s : kGpuSettings) {
+    std::vector<Config> configs(n, gpuTestConfig());
+    configs[odd].*s.field = s.value;
+    expectRefused(configs, [&](int r, int other) {
+      return strprintf("rank %d has %s=%zu but rank %d has %zu", r, s.name, configs[static_cast<size_t>(r)].*s.field,
+                       other, configs[static_cast<size_t>(other)].*s.field);
+    });
   }
+  // A word setting: the protocol set the executor's FIFOs are laid out for.
+  std::vector<Config> configs(n, gpuTestConfig());
+  configs[odd].gpuLL128 = "on";
+  expectRefused(configs, [&](int r, int other) {
+    return strprintf("rank %d has STRATA_GPU_LL128=%s but rank %d has %s", r,
+                     configs[static_cast<size_t>(r)].gpuLL128.c_str(), other,
+                     configs[static_cast<size_t>(other)].gpuLL128.c_str());
+  });
   EXPECT_EQ(f.api.reduces.load(), 0);  // no rank ran the direct path
 }
 

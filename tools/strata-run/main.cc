@@ -167,13 +167,15 @@ bool canListenOn(uint16_t port) {
 // port before the root listens on it. Only another explicit bind can take it, which a random choice makes rare.
 int pickFreePort() {
   unsigned seed = 0;
-  if (::getrandom(&seed, sizeof(seed), 0) != static_cast<ssize_t>(sizeof(seed))) seed = static_cast<unsigned>(::getpid());
+  if (::getrandom(&seed, sizeof(seed), 0) != static_cast<ssize_t>(sizeof(seed)))
+    seed = static_cast<unsigned>(::getpid());
   for (int attempt = 0; attempt < 200; ++attempt) {
     seed = seed * 1103515245u + 12345u;
     auto port = static_cast<uint16_t>(20000 + (seed >> 8) % 12768);
     if (canListenOn(port)) return port;
   }
-  std::fprintf(stderr, "strata-run: no free TCP port in [20000, 32767] after 200 tries; pass one with --env MASTER_PORT=P\n");
+  std::fprintf(stderr,
+               "strata-run: no free TCP port in [20000, 32767] after 200 tries; pass one with --env MASTER_PORT=P\n");
   std::exit(1);
 }
 
