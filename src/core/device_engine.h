@@ -133,6 +133,10 @@ class DeviceEngine {
     void* host = nullptr;
     void* dev = nullptr;  // its device address
     size_t bytes = 0;
+    // Device memory the launch's part of the slot (LaneArgs, FIFO tables, ops, buffer table) is copied to on the
+    // stream before the kernel, which reads it from there, not over PCIe.
+    void* args = nullptr;
+    size_t argsBytes = 0;
     void* done = nullptr;  // event after the call's kernel and its host function
     bool used = false;
     std::string what;  // the call, for the failure message

@@ -33,6 +33,7 @@ namespace {
 constexpr size_t kSlotFailure = 0;                         // devproto::Failure
 constexpr size_t kSlotStop = 128;                          // uint32_t
 constexpr size_t kSlotLanes = 256;                         // LaneArgs[lanes], then recvMem[n], sendMem[n], then the ops
+                                                           // (all of it copied to the slot's device memory, args)
 constexpr int kExecThreads = 256;                          // threads per block (lane)
 constexpr size_t kExecBytesPerChannel = size_t{64} << 10;  // a call takes a channel per 64 KiB (STRATA_GPU_CHANNELS)
 // In execLocal_: the last-lane counter of integer Avg, the lanes' completed ops (cross-lane waits), then the steps.
@@ -363,9 +364,10 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
     return r;
   }();
   growExecBuffer(&execScratch_, &execScratchBytes_, entry->dev.scratchElems * esize);
-  // The plan's ops go to device memory once, by a copy on the stream ahead of the plan's first kernel: every thread of
-  // a lane reads each op, and from mapped host memory each read would cross PCIe. While capturing, a copy would
-  // become a graph node reading host memory the cache may free, so a plan first seen then reads its ops from the slot.
+  // The plan's ops go to device memory once, by a copy on the stream ahead of the plan's first kernel, and every later
+  // call of the plan uses them. While capturing, that copy would become a graph node reading host memory the cache
+  // may free, so a plan first seen then has its ops copied with the launch's arguments (launchExec), as a send/recv
+  // group's are: either way the kernel reads them from device memory.
   if (!entry->devOps && !entry->dev.ops.empty() && !captured) {
     const size_t opsBytes = sizeof(devproto::DevOp) * entry->dev.ops.size();
     check(api_.deviceMalloc(&entry->devOps, opsBytes), "cudaMalloc (executor plan ops)");
@@ -398,6 +400,18 @@ void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std:
   ExecSlot& slot = freeExecSlot(offBufs + bufTableBytes, captured);
   char* h = static_cast<char*>(slot.host);
   char* d = static_cast<char*>(slot.dev);
+  // The kernel's arguments: written here into the slot, copied on the stream to the slot's device memory and read
+  // there. at(off) is the device copy of h + off (off >= kSlotLanes).
+  const size_t argsBytes = offBufs + bufTableBytes - kSlotLanes;
+  if (slot.argsBytes < argsBytes) {
+    if (slot.args) api_.deviceFree(slot.args);  // its last call has finished (freeExecSlot), or it is new
+    slot.args = nullptr;
+    slot.argsBytes = 0;
+    const size_t want = captured ? argsBytes : std::max(argsBytes, size_t{16} << 10);
+    check(api_.deviceMalloc(&slot.args, want), "cudaMalloc (executor launch arguments)");
+    slot.argsBytes = want;
+  }
+  auto at = [&](size_t off) { return static_cast<char*>(slot.args) + (off - kSlotLanes); };
   std::memset(h, 0, kSlotLanes);  // failure record and stop word
   auto** recvMem = reinterpret_cast<void**>(h + offRecv);
   auto** sendMem = reinterpret_cast<void**>(h + offSend);
@@ -408,7 +422,7 @@ void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std:
     }
   }
   if (!dp.ops.empty() && !l.devOps) std::memcpy(h + offOps, dp.ops.data(), sizeof(devproto::DevOp) * dp.ops.size());
-  const auto* ops = l.devOps ? l.devOps : reinterpret_cast<const devproto::DevOp*>(d + offOps);
+  const auto* ops = l.devOps ? l.devOps : reinterpret_cast<const devproto::DevOp*>(at(offOps));
   if (bufTableBytes) std::memcpy(h + offBufs, l.bufTable.data(), bufTableBytes);
   char* local = static_cast<char*>(execLocal_);
   for (int lane = 0; lane < lanes; ++lane) {
@@ -418,10 +432,10 @@ void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std:
     a.nops = dp.laneBegin[ul + 1] - dp.laneBegin[ul];
     a.lane = lane;
     for (int b = 0; b < kBuffersPerColl; ++b) a.bufs[b] = l.bufs[b];
-    a.bufTable = bufTableBytes ? reinterpret_cast<void* const*>(d + offBufs) : nullptr;
+    a.bufTable = bufTableBytes ? reinterpret_cast<void* const*>(at(offBufs)) : nullptr;
     const size_t ch = static_cast<size_t>(dp.channelOf(lane));
-    a.recvMem = reinterpret_cast<void* const*>(d + offRecv) + ch * un;
-    a.sendMem = reinterpret_cast<void* const*>(d + offSend) + ch * un;
+    a.recvMem = reinterpret_cast<void* const*>(at(offRecv)) + ch * un;
+    a.sendMem = reinterpret_cast<void* const*>(at(offSend)) + ch * un;
     a.sendStep = reinterpret_cast<uint64_t*>(local + kLocalSteps) + ch * un;
     a.recvStep = reinterpret_cast<uint64_t*>(local + kLocalSteps) + uch * un + ch * un;
     a.cfg = execCfg_;
@@ -448,8 +462,9 @@ void DeviceEngine::launchExec(const DevPlan& dp, const ExecLaunch& l, const std:
   if (waits)
     check(api_.memsetAsync(local + kLocalLaneOps, 0, sizeof(uint32_t) * static_cast<size_t>(lanes), stream),
           "cudaMemsetAsync");
-  check(api_.launchExecutor(d + kSlotLanes, lanes, kExecThreads, static_cast<int>(l.dtype),
-                            static_cast<int>(l.eff.kind), stream),
+  check(api_.memcpyAsync(slot.args, h + kSlotLanes, argsBytes, stream), "cudaMemcpyAsync (executor launch arguments)");
+  check(api_.launchExecutor(slot.args, lanes, kExecThreads, static_cast<int>(l.dtype), static_cast<int>(l.eff.kind),
+                            stream),
         "the device executor's kernel launch");
   check(api_.launchHostFunc(stream, &DeviceEngine::execFinished, &slot), "cudaLaunchHostFunc");
   if (!captured) check(api_.eventRecord(slot.done, stream), "cudaEventRecord");
@@ -537,11 +552,15 @@ void DeviceEngine::freeExec(bool idle) {
   for (auto& s : execSlots_) {
     api_.eventDestroy(s->done);
     if (s->host) api_.hostFree(s->host);
+    if (s->args) api_.deviceFree(s->args);
   }
   execSlots_.clear();
   // Captured calls' slots: a graph that still holds them must not be launched after the communicator is destroyed
   // (as with NCCL).
-  for (auto& s : execCaptured_) api_.hostFree(s->host);
+  for (auto& s : execCaptured_) {
+    api_.hostFree(s->host);
+    if (s->args) api_.deviceFree(s->args);
+  }
   execCaptured_.clear();
   for (void* p : execRetired_) api_.deviceFree(p);
   for (auto& [key, entry] : execPlans_)

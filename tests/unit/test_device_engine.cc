@@ -132,6 +132,10 @@ class FakeCudaApi final : public CudaApi {
     ++copies;
     copiedBytes += n;
     if (pinned(d) || pinned(s)) stagedBytes += n;
+    if (pinned(s) && onDevice(d)) {
+      std::lock_guard<std::mutex> lk(regionMu);
+      toDevice[d] = n;  // perhaps a kernel's arguments (launchExecutor)
+    }
     std::memmove(d, s, n);
     return 0;
   }
@@ -250,8 +254,24 @@ class FakeCudaApi final : public CudaApi {
     ++executorLaunches;
     for (int m = maxLanes.load(); m < lanes && !maxLanes.compare_exchange_weak(m, lanes);) {
     }
+    {
+      // The launch's own arguments, copied to device memory just before it, are no staged data.
+      std::lock_guard<std::mutex> lk(regionMu);
+      auto it = toDevice.find(laneArgs);
+      if (it != toDevice.end()) {
+        stagedBytes -= it->second;
+        toDevice.erase(it);
+      }
+    }
     const auto* args = static_cast<const devproto::LaneArgs*>(laneArgs);
-    for (int l = 0; l < lanes; ++l) ++(onDevice(args[l].ops) ? lanesOpsOnDevice : lanesOpsMapped);
+    for (int l = 0; l < lanes; ++l) {
+      const devproto::LaneArgs& a = args[l];
+      // What every thread of a lane reads (its arguments, its ops, the FIFO and buffer tables): device memory, or
+      // every read would cross PCIe.
+      const bool onDev = onDevice(&a) && onDevice(a.ops) && onDevice(a.recvMem) && onDevice(a.sendMem) &&
+                         (a.bufTable == nullptr || onDevice(a.bufTable));
+      ++(onDev ? lanesOpsOnDevice : lanesOpsMapped);
+    }
     // The GPU launches the kernel of (dtype, op): a launch that names another pair than its lanes runs wrong code.
     for (int l = 0; l < lanes; ++l)
       if (static_cast<int>(args[l].dtype) != dtype || static_cast<int>(args[l].op) != op) return 1;
@@ -287,9 +307,11 @@ class FakeCudaApi final : public CudaApi {
   std::vector<StreamOp> opLog;
   std::atomic<size_t> copiedBytes{0}, stagedBytes{0};  // all copies; those to or from pinned host memory
   std::atomic<int> copies{0}, reduces{0}, maxSources{0}, ipcOpens{0}, executorLaunches{0}, maxLanes{0};
-  std::atomic<int> lanesOpsOnDevice{0}, lanesOpsMapped{0};  // launched lanes whose ops were in device memory, or not
+  // Launched lanes whose arguments, ops and tables were all in device memory, or not.
+  std::atomic<int> lanesOpsOnDevice{0}, lanesOpsMapped{0};
   std::mutex regionMu;
   std::map<uintptr_t, size_t> deviceRegions, hostRegions;
+  std::map<const void*, size_t> toDevice;  // the latest copy from pinned host memory to each device address
   uint32_t execThreads = 2;
   std::atomic<bool> failIpcOpen{false};
   std::atomic<bool> multiDevice{false}, stuck{false};
@@ -620,7 +642,8 @@ void executorRunsEveryCollective() {
   }
   EXPECT_GT(checked.load(), 0);
   EXPECT_EQ(f.api.executorLaunches.load(), checked.load());
-  // Every lane read its plan's ops from device memory (copied there at the plan's first call), none over PCIe.
+  // Every lane read its arguments and its plan's ops from device memory (the ops copied there at the plan's first
+  // call), none over PCIe.
   EXPECT_GT(f.api.lanesOpsOnDevice.load(), 0);
   EXPECT_EQ(f.api.lanesOpsMapped.load(), 0);
   EXPECT_GE(f.api.maxLanes.load(), 8) << "a 1.2 MB call runs in STRATA_GPU_CHANNELS=8 channels";
@@ -808,6 +831,9 @@ TEST(DeviceEngine, ExecutorCallsCapturedIntoAGraphReplay) {
   });
   // Per rank: the warm-up, then per replay the 8 captured kernels and the uncaptured one; nothing ran at capture.
   EXPECT_EQ(f.api.executorLaunches.load(), n * (1 + 6 * 9));
+  // Plans first seen while capturing, and the captured group, read their ops from device memory at every replay.
+  EXPECT_GT(f.api.lanesOpsOnDevice.load(), 0);
+  EXPECT_EQ(f.api.lanesOpsMapped.load(), 0);
 }
 
 TEST(DeviceEngine, CaptureNeedsTheExecutor) {
@@ -945,6 +971,9 @@ TEST(DeviceEngine, ExecutorRunsGroupsAndSendRecv) {
   // all-reduce and its send/recv.
   EXPECT_EQ(before.load(), 0);
   EXPECT_EQ(f.api.executorLaunches.load(), n * 9 + 2);
+  // A group's ops (lowered per call, never cached) reach the kernel in device memory too, with its buffer table.
+  EXPECT_GT(f.api.lanesOpsOnDevice.load(), 0);
+  EXPECT_EQ(f.api.lanesOpsMapped.load(), 0);
 }
 
 // A receive that expects other bytes than its message has fails the call on the receiving rank, naming the peer and
