@@ -20,6 +20,7 @@ post_check() {  # name
     async_*) NOTE=$(grep -h "^no-sync:" "$log" | head -1) ;;
     abort_stopped_peer) NOTE=$(grep -h "abort-stopped-peer:" "$log" | head -2 | tr '\n' ' ') ;;
     kernels) NOTE=$(grep -hE "PASSED|FAILED|SKIPPED" "$log" | tail -2 | tr '\n' ' ') ;;
+    perf_proto_crossover) NOTE=$(crossover_note) ;;
     perf_* | reduce_bw) NOTE=$(targets_note "$name") ;;
     ddp_dropin_nccl)
       local verdict
@@ -34,6 +35,29 @@ post_check() {  # name
   esac
   [[ -n $NOTE ]] || NOTE=$(grep -v '^#' "$log" 2>/dev/null | grep . | tail -1 | head -c 300)
   return 0
+}
+
+# The fastest forced protocol at each size of the crossover sweep, and what auto chose there (its time).
+crossover_note() {
+  timeout 5 python3 - "$OUT" <<'PY' 2>/dev/null
+import json, os, sys
+out = sys.argv[1]
+times = {}
+for pr in ("ll", "ll128", "simple", "auto"):
+    p = os.path.join(out, "perf_proto_%s.json" % pr)
+    try:
+        for r in json.load(open(p))["results"]:
+            times.setdefault(r["size"], {})[pr] = r["out_of_place"].get("time_us")
+    except (OSError, ValueError, KeyError):
+        pass
+parts = []
+for size in sorted(times):
+    t = {k: v for k, v in times[size].items() if v is not None and k != "auto"}
+    if t:
+        best = min(t, key=t.get)
+        parts.append("%d B: %s %.1f us (auto %s us)" % (size, best, t[best], times[size].get("auto")))
+print("; ".join(parts) if parts else "no crossover data")
+PY
 }
 
 final_loss() { sed -n 's/^FINAL_LOSS //p' "$OUT/$1.log" 2>/dev/null | head -1; }

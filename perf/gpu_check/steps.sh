@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# The GPU check's steps, most important first: each with its cap, its kind, the files it needs, what it proves and
+# The GPU check's steps, most important first (the device executor, the default path, before the direct and staged
+# paths it falls back to): each with its cap, its kind, the files it needs, what it proves and
 # its command; and the DDP program the ddp_* steps run.
 # Sourced by perf/gpu_check.sh, whose globals (BUILD, BIN, OUT, DRY, LD_LIBRARY_PATH) and helpers (q) it uses, and
 # the facts' findings (NCCL_DIR, HAVE_NCCL, TORCH_OK, TORCH_WHY).
@@ -33,18 +34,6 @@ define_steps() {
   step kernels 60 gpu1 "?$BIN/strata_gpu_kernel_tests" \
     "the CUDA reduction kernels bit for bit against the host kernels (every dtype and op)" \
     "$b/strata_gpu_kernel_tests --gtest_brief=1 --gtest_output=json:$o/kernels.json"
-  # The engine on real CUDA: asynchrony, stream memory operations on IPC-mapped memory, host functions, mapped pinned
-  # flags. INFO logs at n=2 say which paths ran (stream memory operations or the polling kernel; IPC on or off, why).
-  step coll_n2 60 gpuN "" "every collective x dtype x op on device buffers, 2 ranks" \
-    "env STRATA_GPU_EXECUTOR=0 STRATA_DEBUG=INFO STRATA_DEBUG_SUBSYS=INIT,NET $R -n 2 --timeout 55 -- $C --counts 0,1,7,1023,70001"
-  step coll_n4 60 gpuN "" "the same, 4 ranks" "$X0 $R -n 4 --timeout 55 -- $C --counts 0,1,7,1023,70001"
-  # n=8: the production shape and kCudaMaxReduceSources.
-  step coll_n8 75 gpuN "" "all-reduce, reduce-scatter, all-gather, 8 ranks" \
-    "$X0 $R -n 8 --timeout 70 -- $C --counts 7,70001 --colls allreduce,reducescatter,allgather"
-  # Calls in flight: the matrix waits after every call, so parities, epochs and slot reuse are only exercised here.
-  step async_n2 45 gpuN "" "200 calls in flight on 2 streams (one-shot, two-shot, rounds, staged), 2 ranks" \
-    "$X0 $R -n 2 --timeout 40 -- $C --no-sync 200"
-  step async_n8 60 gpuN "" "100 calls in flight on 2 streams, 8 ranks" "$X0 $R -n 8 --timeout 55 -- $C --no-sync 100"
   # The device executor (STRATA_GPU_EXECUTOR=1, src/device/): every single collective as one kernel over CUDA IPC
   # FIFOs, the protocol the CPU tests verify; its first run on a GPU. INFO says whether it was set up.
   step exec_n2 60 gpuN "" "the device executor: every collective x dtype x op, 2 ranks" \
@@ -53,6 +42,24 @@ define_steps() {
     "env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --counts 7,70001 --colls allreduce,reducescatter,allgather && env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --no-sync 100"
   step graph_capture 45 gpuN "" "executor calls captured into a CUDA graph, replayed 20 times and checked, 2 and 8 ranks" \
     "env STRATA_GPU_EXECUTOR=1 $R -n 2 --timeout 20 -- $C --counts 1 --colls barrier --graph 20 && env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 20 -- $C --counts 1 --colls barrier --graph 20"
+  # The executor's busbw at 1, 2, 4 and 8 ranks sharing the one GPU: every size checked (strata-perf -c 1) and its
+  # fixed cost; ranks time-slice the GPU, so these are no real machine's bandwidths (1 rank: one device copy).
+  local bw="" k
+  for k in 1 2 4 8; do
+    bw+="${bw:+ && }env STRATA_GPU_EXECUTOR=1 $R -n $k --timeout 25 -- $P -b 64K -e 64M -f 4 -n 5 -w 1 -d bfloat16 -c 1 \
+-T 20 --json $o/perf_exec_busbw_n$k.json"
+  done
+  step perf_exec_busbw 100 gpuN "" "the device executor's all-reduce, 64 KiB - 64 MiB bf16, checked, at 1, 2, 4 and 8 \
+ranks sharing the GPU (fixed cost and correctness, not bandwidth)" "$bw"
+  # Where the protocols cross: every op in LL (up to a 128 KiB piece), in LL128, in Simple, then auto (LL128 on),
+  # 2 ranks, 8 B - 8 MiB; the note names the fastest protocol per size.
+  local cross="" pr
+  for pr in ll ll128 simple auto; do
+    cross+="${cross:+ && }env STRATA_GPU_EXECUTOR=1 STRATA_GPU_PROTO=$pr STRATA_GPU_LL128=on $R -n 2 --timeout 20 -- \
+$P -b 8 -e 8M -f 4 -n 50 -w 5 -d float -c 1 -T 15 --json $o/perf_proto_$pr.json"
+  done
+  step perf_proto_crossover 90 gpuN "" "LL, LL128 and Simple forced (STRATA_GPU_PROTO), then auto: all-reduce 8 B - \
+8 MiB, 2 ranks: where the protocols cross" "$cross"
   # Across hosts: 2 "hosts" of 2 ranks (STRATA_HOSTID per rank): the hierarchical all-reduce, host phases in the
   # executor and the shard staged over TCP, in pieces of 64 KiB shards; INFO says it ran hierarchically.
   step exec_hier_n4 50 gpuN "" "hierarchical all-reduce across 2 fake hosts of 2 ranks: executor + 1/L shard staged" \
@@ -73,15 +80,6 @@ streams end within 2 s, 3 ranks" \
     "$b/strata_bench_gpu_reduce --bytes $((256 << 20)) --iters 10 --json $o/reduce_bw.json"
   step coll_n1 45 gpu1 "" "every collective on device buffers, 1 rank (one device copy; PreMulSum staged)" \
     "$R -n 1 --timeout 40 -- $C --counts 0,1,7,1023,70001,1048579"
-  step coll_n2_large 45 gpuN "" "1048579 elements, 2 ranks: two-shot, and rounds for 8-byte types" \
-    "$X0 $R -n 2 --timeout 40 -- $C --counts 1048579 --colls allreduce,reducescatter,allgather"
-  step coll_n4_twoshot 40 gpuN "" "every IPC all-reduce two-shot (STRATA_GPU_ONESHOT_BYTES=0), 4 ranks" \
-    "env STRATA_GPU_EXECUTOR=0 STRATA_GPU_ONESHOT_BYTES=0 $R -n 4 --timeout 35 -- $C --counts 7,70001 --colls allreduce"
-  step coll_n2_staged 40 gpuN "" "IPC off, everything staged in 64 KiB chunks, 2 ranks" \
-    "env STRATA_GPU_EXECUTOR=0 STRATA_GPU_DIRECT_BYTES=0 STRATA_GPU_STAGE_CHUNK_BYTES=65536 $R -n 2 --timeout 35 -- $C \
---counts 7,70001,1048579 --colls allreduce"
-  step coll_n8_rounds 45 gpuN "" "1048579 elements, 8 ranks: rounds (8-byte types) and two-shot" \
-    "$X0 $R -n 8 --timeout 40 -- $C --counts 1048579 --colls allreduce"
   # The NCCL drop-in (build-gpu/strata-nccl/libnccl.so.2): a program written against nccl.h alone, then torch.
   local api="$BIN/strata_nccl_api_test" dropin="$BUILD/strata-nccl/libnccl.so.2" dev=""
   [[ -x $api ]] && grep -q -- "--device" "$api" 2>/dev/null && dev=" --device"
@@ -104,6 +102,27 @@ $([[ -z $dev ]] && echo " (host buffers: the program has no --device)")" \
   [[ -n $ext ]] || last_notbuilt "build-gpu has no strata._strata_torch: the extension must match the device's \
 Python and torch (3.12, torch 2.11 there), which this machine cannot build against; nothing is compiled on the device"
   ((DRY || TORCH_OK)) || last_skip "$TORCH_WHY"
+  # The direct and staged paths (the executor off: its fallback), on real CUDA: asynchrony, stream memory operations on IPC-mapped memory, host functions, mapped pinned
+  # flags. INFO logs at n=2 say which paths ran (stream memory operations or the polling kernel; IPC on or off, why).
+  step coll_n2 60 gpuN "" "every collective x dtype x op on device buffers, 2 ranks" \
+    "env STRATA_GPU_EXECUTOR=0 STRATA_DEBUG=INFO STRATA_DEBUG_SUBSYS=INIT,NET $R -n 2 --timeout 55 -- $C --counts 0,1,7,1023,70001"
+  step coll_n4 60 gpuN "" "the same, 4 ranks" "$X0 $R -n 4 --timeout 55 -- $C --counts 0,1,7,1023,70001"
+  # n=8: the production shape and kCudaMaxReduceSources.
+  step coll_n8 75 gpuN "" "all-reduce, reduce-scatter, all-gather, 8 ranks" \
+    "$X0 $R -n 8 --timeout 70 -- $C --counts 7,70001 --colls allreduce,reducescatter,allgather"
+  # Calls in flight: the matrix waits after every call, so parities, epochs and slot reuse are only exercised here.
+  step async_n2 45 gpuN "" "200 calls in flight on 2 streams (one-shot, two-shot, rounds, staged), 2 ranks" \
+    "$X0 $R -n 2 --timeout 40 -- $C --no-sync 200"
+  step async_n8 60 gpuN "" "100 calls in flight on 2 streams, 8 ranks" "$X0 $R -n 8 --timeout 55 -- $C --no-sync 100"
+  step coll_n2_large 45 gpuN "" "1048579 elements, 2 ranks: two-shot, and rounds for 8-byte types" \
+    "$X0 $R -n 2 --timeout 40 -- $C --counts 1048579 --colls allreduce,reducescatter,allgather"
+  step coll_n4_twoshot 40 gpuN "" "every IPC all-reduce two-shot (STRATA_GPU_ONESHOT_BYTES=0), 4 ranks" \
+    "env STRATA_GPU_EXECUTOR=0 STRATA_GPU_ONESHOT_BYTES=0 $R -n 4 --timeout 35 -- $C --counts 7,70001 --colls allreduce"
+  step coll_n2_staged 40 gpuN "" "IPC off, everything staged in 64 KiB chunks, 2 ranks" \
+    "env STRATA_GPU_EXECUTOR=0 STRATA_GPU_DIRECT_BYTES=0 STRATA_GPU_STAGE_CHUNK_BYTES=65536 $R -n 2 --timeout 35 -- $C \
+--counts 7,70001,1048579 --colls allreduce"
+  step coll_n8_rounds 45 gpuN "" "1048579 elements, 8 ranks: rounds (8-byte types) and two-shot" \
+    "$X0 $R -n 8 --timeout 40 -- $C --counts 1048579 --colls allreduce"
   # Fixed costs of ranks sharing one GPU (time-sliced contexts, no NVLink): measured, not targets.
   step perf_small_n2 40 gpuN "" "fixed cost, 2 ranks sharing the GPU: all-reduce 8 B - 64 KiB" \
     "$X0 $R -n 2 --timeout 35 -- $P -b 8 -e 64K -f 8 -n 200 -w 20 -d float -T 30 --json $o/perf_small_n2.json"

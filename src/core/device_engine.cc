@@ -43,6 +43,7 @@ struct DeviceSetting {
   }
 };
 constexpr const char* kLL128Words[] = {"auto", "on", "off", nullptr};
+constexpr const char* kProtoWords[] = {"auto", "simple", "ll", "ll128", nullptr};
 const DeviceSetting kDeviceSettings[] = {
     {"STRATA_GPU_DIRECT_BYTES", &Config::gpuDirectMaxBytes},
     {"STRATA_GPU_ONESHOT_BYTES", &Config::gpuOneShotMaxBytes},
@@ -50,6 +51,7 @@ const DeviceSetting kDeviceSettings[] = {
     {"STRATA_GPU_EXECUTOR", &Config::gpuExecutor},
     {"STRATA_GPU_CHANNELS", &Config::gpuChannels},
     {"STRATA_GPU_LL128", nullptr, &Config::gpuLL128, kLL128Words},
+    {"STRATA_GPU_PROTO", nullptr, &Config::gpuProto, kProtoWords},
 };
 constexpr size_t kNumDeviceSettings = sizeof(kDeviceSettings) / sizeof(kDeviceSettings[0]);
 

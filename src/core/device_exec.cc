@@ -87,7 +87,17 @@ std::string DeviceEngine::execRefusal(std::span<const CollCall> calls) const {
 void DeviceEngine::setupExec(int device) {
   const int n = host_.size(), me = host_.rank();
   execCfg_ = devproto::ProtoConfig{};
-  if (host_.gpuLL128()) execCfg_.ll128MaxBytes = devproto::kDefaultLL128MaxBytes;
+  const std::string& proto = host_.config().gpuProto;
+  if (proto == "simple") {
+    execCfg_.llMaxBytes = 0;
+  } else if (proto == "ll") {
+    execCfg_.llMaxBytes = execCfg_.pieceBytes;  // an LL op is one piece (the plans' slot rule)
+  } else if (proto == "ll128") {
+    execCfg_.llMaxBytes = 0;
+    execCfg_.ll128MaxBytes = UINT32_MAX;
+  } else if (host_.gpuLL128()) {
+    execCfg_.ll128MaxBytes = devproto::kDefaultLL128MaxBytes;
+  }
   execConnBytes_ = devproto::connMemBytes(execCfg_);
   execChannels_ = std::clamp(host_.gpuChannelCap(), 1, kMaxDevChannels);
   // Per channel, n FIFOs (index p: rank p -> this rank) and a send and a receive step per peer.

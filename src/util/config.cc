@@ -53,6 +53,9 @@ constexpr ConfigVar kConfigVars[] = {
     {"STRATA_GPU_LL128", "auto", ChoiceField{&Config::gpuLL128, "auto, on, off"},
      "the device executor's LL128 protocol for ops over 16 KiB up to 512 KiB (auto: on where every GPU pair of each "
      "host has NVLink, as NCCL)"},
+    {"STRATA_GPU_PROTO", "auto", ChoiceField{&Config::gpuProto, "auto, simple, ll, ll128"},
+     "the device executor's protocol: auto (by each op's size: LL, LL128, Simple) or one for every op (ll: up to "
+     "a piece, Simple above), as NCCL_PROTO"},
     {"STRATA_FLIGHT_RECORDER_ENTRIES", "2000", IntegerField{&Config::flightRecorderEntries, 0, 1 << 24},
      "operations each communicator's flight recorder keeps (0: off)"},
     {"STRATA_FLIGHT_RECORDER_DIR", "", TextField{&Config::flightRecorderDir},

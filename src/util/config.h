@@ -72,6 +72,10 @@ struct Config {
   /// STRATA_GPU_LL128: auto | on | off: whether the device executor carries mid-sized ops (over LL's 16 KiB, up to
   /// 512 KiB) in the LL128 protocol; auto: where every GPU pair of each host has NVLink (allGpusOnNvlink).
   std::string gpuLL128;
+  /// STRATA_GPU_PROTO: auto | simple | ll | ll128: auto chooses the executor's protocol per op by its size (LL up to
+  /// 16 KiB, LL128 up to 512 KiB where STRATA_GPU_LL128 allows, Simple above); the others force one for every op
+  /// (ll: up to a piece, 128 KiB, Simple above), to measure where they cross (perf/gpu_check.sh), as NCCL_PROTO.
+  std::string gpuProto;
   /// STRATA_FLIGHT_RECORDER_ENTRIES: operations each communicator's flight recorder keeps (0: none).
   int flightRecorderEntries = 2000;
   /// STRATA_FLIGHT_RECORDER_DIR: where the flight recorder's dumps are written on a timeout, a failure, an

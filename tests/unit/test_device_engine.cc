@@ -548,13 +548,19 @@ strataResult_t issueColl(CollKind k, const void* s, void* d, size_t count, strat
 // against the host path on the same communicator and inputs: bit for bit, in and out of place, Avg and PreMulSum
 // (float and integer) included, a count larger than a FIFO (8 x 128 KiB), roots first and last. Every call runs in
 // the kernel: none is staged, none takes the older direct path. Without LL128 (STRATA_GPU_LL128=auto: no NVLink
-// here), then with it (on): ops of 16 KiB to 512 KiB in LL128 lines.
+// here), then with it (on): ops of 16 KiB to 512 KiB in LL128 lines; then every op in LL (up to a piece) and every
+// op in LL128 (STRATA_GPU_PROTO).
 void executorRunsEveryCollective();
 TEST(DeviceEngine, ExecutorRunsEveryCollectiveAsTheHostPath) {
-  for (const char* ll128 : {"auto", "on"}) {
-    setenv("STRATA_GPU_LL128", ll128, 1);
+  const std::pair<const char*, const char*> settings[] = {{"STRATA_GPU_LL128", "auto"},
+                                                          {"STRATA_GPU_LL128", "on"},
+                                                          {"STRATA_GPU_PROTO", "ll"},
+                                                          {"STRATA_GPU_PROTO", "ll128"}};
+  for (const auto& [name, value] : settings) {
+    SCOPED_TRACE(std::string(name) + "=" + value);
+    setenv(name, value, 1);
     executorRunsEveryCollective();
-    unsetenv("STRATA_GPU_LL128");
+    unsetenv(name);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
