@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -519,11 +520,17 @@ TEST(BuildTopology, DiscoveryGivesEveryRankTheSameAnswer) {
   for (const Topology& other : res.topos) EXPECT_TRUE(other == t);
 }
 
-std::string writeTemp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
-  std::ofstream(path) << text;
-  return path;
-}
+// A file of `text` in the test's temporary directory, removed when it goes out of scope.
+struct TempFile {
+  TempFile(const std::string& name, const std::string& text)
+      : path(::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name) {
+    std::ofstream(path) << text;
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  std::string path;
+};
 
 TEST(BuildTopology, FileWithoutRanksPlacesThemByHostId) {
   Config config = testConfig();
@@ -551,7 +558,8 @@ TEST(BuildTopology, FileWithoutRanksPlacesThemByHostId) {
 
 TEST(BuildTopology, FileWithRanksMustMatchTheCommunicator) {
   Config config = testConfig();
-  config.topoFile = writeTemp("topo_3ranks.json", withRanks(loadTopologyFile(kTcp, "test"), {0, 0, 1}).toJson());
+  const TempFile file("topo_3ranks.json", withRanks(loadTopologyFile(kTcp, "test"), {0, 0, 1}).toJson());
+  config.topoFile = file.path;
   const BuildResult ok = buildOnRanks(config, {"a", "a", "a"});  // the file's placement wins over host ids
   EXPECT_EQ(ok.errors[2], "");
   EXPECT_EQ(ok.topos[2].ranksOfHost(1), (std::vector<int>{2}));
@@ -565,7 +573,8 @@ TEST(BuildTopology, UnreadableOrMalformedFileIsNamed) {
   config.topoFile = "/nonexistent/topo.json";
   const BuildResult res = buildOnRanks(config, {"a"});
   EXPECT_EQ(res.errors[0], "STRATA_TOPO_FILE /nonexistent/topo.json: cannot read: No such file or directory");
-  config.topoFile = writeTemp("topo_bad.json", "{\"hosts\": [{\"hostId\": \"a\", \"cores\": true}]}");
+  const TempFile file("topo_bad.json", "{\"hosts\": [{\"hostId\": \"a\", \"cores\": true}]}");
+  config.topoFile = file.path;
   const BuildResult bad = buildOnRanks(config, {"a"});
   EXPECT_EQ(bad.errors[0],
             "STRATA_TOPO_FILE " + config.topoFile + ": hosts[0].cores: expected a number, found a boolean");
