@@ -61,7 +61,10 @@ std::string DeviceEngine::execRefusal(std::span<const CollCall> calls) const {
   const int n = host_.size();
   if (n < 2) return "on one rank only copies are captured, and this call is staged (PreMulSum, or send/recv to self)";
   if (n > kMaxDevLanes) return strprintf("the device executor serves at most %d ranks", kMaxDevLanes);
-  if (!host_.oneHost()) return "the communicator spans several hosts (the executor serves ranks of one host)";
+  if (!host_.oneHost())
+    return "the communicator spans hosts, and a call across hosts runs its cross-host phase on the host (the shard "
+           "staged through host memory and sent by the communicator's worker, call by call), which a CUDA graph "
+           "cannot replay";
   // A group of collectives runs as one kernel per collective, in issue order: every rank's group holds the same
   // collectives in the same order (NCCL's rule), so every rank takes the same path for each.
   bool any = false;

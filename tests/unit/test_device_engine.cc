@@ -1626,6 +1626,33 @@ TEST(DeviceEngine, ExecutorAcrossUnevenHostsIsStagedWhole) {
   }
 }
 
+// A device call across hosts is not captured: its cross-host phase runs on the host (the shard staged through host
+// memory and sent by the communicator's worker, per call), which a CUDA graph cannot replay. The refusal says so,
+// leaves nothing in the graph, and the same call outside the capture still runs hierarchically.
+TEST(DeviceEngine, CaptureAcrossHostsIsRefusedSayingWhy) {
+  Fixture f;
+  ExecutorOn on;
+  onConfiguredRanks(hostConfigs({0, 0, 1, 1}), [&](int r, CommImpl& comm) {
+    EXPECT_TRUE(deviceMatchesHost(comm, r, 1001, strataSum)) << "rank " << r;  // sets the executor up
+    std::vector<float> x(1001, 1.0f), y(1001, 0.0f);
+    CollCall c{CollKind::kAllReduce, x.data(), y.data(), x.size(), strataFloat32, strataSum, 0, -1};
+    c.device = true;
+    c.stream = stream(r);
+    f.api.beginCapture(c.stream);
+    try {
+      comm.runDevice(std::span<const CollCall>(&c, 1));
+      ADD_FAILURE() << "rank " << r << ": a captured all-reduce across hosts was accepted";
+    } catch (const InvalidUsage& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("CUDA graph"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("across hosts"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("cannot replay"), std::string::npos) << msg;
+    }
+    EXPECT_TRUE(f.api.endCapture(c.stream).empty()) << "a refused call left work in the graph";
+    EXPECT_TRUE(deviceMatchesHost(comm, r, 1001, strataSum)) << "rank " << r << " after the refusal";
+  });
+}
+
 // A hierarchical call that waits for a peer that never comes ends on every waiting rank, whether in a host kernel or
 // in the cross-host phase: by strataCommAbort within 2 s, or by the deadline, and then the failure of the
 // sub-communicator where it happened is the communicator's asynchronous error.
