@@ -38,10 +38,15 @@ SRC_LAYERS = {
     "transport": ("transport/", "bootstrap/", "util/"),
     "collectives": ("collectives/", "topology/", "util/"),
     "device": ("device/", "collectives/", "kernels/", "util/"),
-    "core": ("core/", "device/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/", "util/"),
+    "core": ("core/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/", "util/"),
+    "engine": ("engine/", "core/", "device/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/",
+               "util/"),
+    "api": ("api/", "engine/", "core/", "device/", "collectives/", "transport/", "topology/", "bootstrap/",
+            "kernels/", "util/"),
     "overlap": HEADER_HELPERS,
     # The NCCL drop-in (libnccl.so.2): above every layer, it may use any of them.
-    "nccl": ("nccl/", "core/", "device/", "collectives/", "transport/", "topology/", "bootstrap/", "kernels/", "util/"),
+    "nccl": ("nccl/", "api/", "engine/", "core/", "device/", "collectives/", "transport/", "topology/", "bootstrap/",
+             "kernels/", "util/"),
 }
 
 # Everything outside src/ that ships or measures uses the public API only, except these files, each for the

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -16,8 +17,6 @@
 #include <thread>
 
 #include "collectives/cost_model.h"
-#include "core/device_engine.h"
-#include "kernels/cuda_loader.h"
 #include "topology/host.h"
 #include "util/error.h"
 #include "util/json_escape.h"
@@ -25,6 +24,9 @@
 
 namespace strata {
 namespace {
+
+// The device engine's maker (host_side.h): installed by the C API before its first communicator.
+std::atomic<DeviceSideFactory> gDeviceSideFactory{nullptr};
 
 // SIGUSR1 dumps the flight recorder of every live communicator of the process (when STRATA_FLIGHT_RECORDER_DIR
 // is set and the application has no SIGUSR1 handler of its own). The handler only writes to a pipe; a thread
@@ -271,9 +273,9 @@ CommImpl::~CommImpl() {
 
 void CommImpl::destroy() {
   // Device work first, while the communicator still runs collectives: the engine may need a barrier before
-  // its CUDA IPC buffers can be freed (DeviceEngine::quiesce).
+  // its CUDA IPC buffers can be freed (DeviceSide::quiesce).
   if (!failure_.aborted() && !failure_.failed()) {
-    DeviceEngine* engine = nullptr;
+    DeviceSide* engine = nullptr;
     {
       std::lock_guard<std::mutex> lk(deviceMutex_);
       engine = device_.get();
@@ -411,6 +413,8 @@ std::shared_ptr<HostSide> CommImpl::subgroup(int color, int key) {
   return child;
 }
 
+void setDeviceSideFactory(DeviceSideFactory factory) { gDeviceSideFactory.store(factory); }
+
 int CommImpl::hostLeader(int rank) const { return hostLeader_.at(static_cast<size_t>(rank)); }
 
 int CommImpl::gpuChannelCap() const {
@@ -507,11 +511,19 @@ void CommImpl::runDevice(std::span<const CollCall> calls) {
   CallGate::Scope in(gate_);
   if (!in.ok()) throwGone();
   failure_.throwIfFailed();
-  DeviceEngine* engine;
+  DeviceSide* engine;
   {
     std::lock_guard<std::mutex> lk(deviceMutex_);
     if (queue_.closed()) throw InvalidUsage(strprintf("rank %d: communicator used after destroy", rank_));
-    if (!device_) device_ = std::make_unique<DeviceEngine>(*this, cudaApi());
+    if (!device_) {
+      const DeviceSideFactory make = gDeviceSideFactory.load();
+      if (!make)
+        throw InternalError(
+            strprintf("rank %d: no device engine installed (setDeviceSideFactory): a communicator "
+                      "made outside the C API",
+                      rank_));
+      device_ = make(*this);
+    }
     engine = device_.get();
   }
   engine->enqueue(calls, calls.empty() ? nullptr : calls.front().stream);

@@ -6,7 +6,8 @@
 //   connections.h   one transport connection per peer, made when a plan first needs it
 //   progress.h      the wait loop: backoff, liveness, deadlines, failure
 //   plan_runner.h   the plan's ops over the connections (the transports, then the kernels)
-// and, for device buffers, the DeviceEngine (device_engine.h), which sees it only as a HostSide.
+// and, for device buffers, the device engine (src/engine/, made through the DeviceSide factory of host_side.h), which
+// sees it only as a HostSide.
 // This file is creation, split, destroy and abort.
 #pragma once
 
@@ -33,8 +34,6 @@
 #include "util/config.h"
 
 namespace strata {
-
-class DeviceEngine;
 
 // Not named Communicator: that is the public C++ wrapper (include/strata/strata.hpp), whose inline members
 // are compiled into libstrata too (the overlap scheduler uses it). Two classes with one name break the
@@ -152,7 +151,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   CallGate gate_;  // calls in run/submit/runDevice/split; destroy and abort wait for them to leave
 
   std::mutex deviceMutex_;
-  std::unique_ptr<DeviceEngine> device_;  // created by the first device call
+  std::unique_ptr<DeviceSide> device_;  // created by the first device call
 };
 
 }  // namespace strata

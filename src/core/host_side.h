@@ -66,4 +66,25 @@ class HostSide {
   virtual void abort() = 0;
 };
 
+/// The device engine as its communicator sees it (src/engine/, which implements it over a HostSide). The engine's
+/// layer is above core, so core makes it through the factory the layer above both installs (the C API, before its
+/// first communicator: setDeviceSideFactory); core itself never names the engine.
+class DeviceSide {
+ public:
+  virtual ~DeviceSide() = default;
+  /// Enqueues one group of calls (all on one stream) and returns. Errors in the arguments or in CUDA calls throw;
+  /// errors of the collective itself become the communicator's asynchronous error.
+  virtual void enqueue(std::span<const CollCall> calls, void* stream) = 0;
+  /// The communicator's destroy, while it still works: waits until the GPU has finished with the engine's memory
+  /// (collective where peers map it).
+  virtual void quiesce() = 0;
+  /// The communicator's abort and revoke, from any thread: aborts the sub-communicators of hierarchical calls.
+  virtual void abortSubgroups() = 0;
+};
+
+/// Makes the device engine of a communicator (its first device call).
+using DeviceSideFactory = std::unique_ptr<DeviceSide> (*)(HostSide& host);
+/// Installs the factory every communicator of the process uses (the last installed; thread-safe).
+void setDeviceSideFactory(DeviceSideFactory factory);
+
 }  // namespace strata

@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "core/c_api_internal.h"
+#include "api/c_api_internal.h"
 #include "nccl/nccl_state.h"
 #include "util/dtype.h"
 #include "util/error.h"

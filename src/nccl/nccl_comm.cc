@@ -8,7 +8,7 @@
 #include <thread>
 #include <unordered_set>
 
-#include "core/c_api_internal.h"
+#include "api/c_api_internal.h"
 #include "nccl/nccl_state.h"
 #include "util/error.h"
 #include "util/log.h"

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/c_api_internal.h"
+#include "api/c_api_internal.h"
 #include "kernels/cuda_loader.h"
 #include "nccl/nccl_env.h"
 #include "nccl/nccl_state.h"

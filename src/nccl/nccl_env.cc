@@ -13,10 +13,10 @@
 #include <set>
 #include <string>
 
+#include "api/c_api_internal.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
 #include "collectives/algorithms.h"
-#include "core/c_api_internal.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"

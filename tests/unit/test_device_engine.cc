@@ -25,6 +25,7 @@
 #include "core/communicator.h"
 #include "device/host_policy.h"
 #include "device/proto.h"
+#include "engine/device_engine.h"
 #include "kernels/cuda_loader.h"
 #include "kernels/reduce.h"
 #include "strata/strata.h"
@@ -332,6 +333,8 @@ struct Fixture {
   FakeCudaApi api;
   explicit Fixture(bool executorDefault = false) {
     setCudaApiForTesting(&api);
+    // Communicators made here with CommImpl::create, not through the C API, which installs the engine otherwise.
+    setDeviceSideFactory(&makeDeviceEngine);
     if (!executorDefault && std::getenv("STRATA_GPU_EXECUTOR") == nullptr) {
       setenv("STRATA_GPU_EXECUTOR", "0", 1);
       setOff_ = true;

@@ -2,8 +2,8 @@
 // validation of a call before it runs, now or at the end of its group.
 #include <span>
 
-#include "core/c_api_group.h"
-#include "core/c_api_handles.h"
+#include "api/c_api_group.h"
+#include "api/c_api_handles.h"
 #include "core/communicator.h"
 #include "kernels/cuda_loader.h"
 #include "strata/strata.h"

@@ -17,7 +17,7 @@
 #include <thread>
 #include <type_traits>
 
-#include "core/c_api_internal.h"
+#include "api/c_api_internal.h"
 #include "strata/strata.h"
 #include "util/dtype.h"
 #include "util/error.h"

@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "collectives/algorithms.h"
-#include "core/device_engine.h"
-#include "core/device_engine_detail.h"
-#include "core/device_ipc.h"
+#include "engine/device_engine.h"
+#include "engine/device_engine_detail.h"
+#include "engine/device_ipc.h"
 #include "util/config.h"
 #include "util/dtype.h"
 #include "util/error.h"

@@ -1,6 +1,6 @@
 // The C ABI's handles: the registries of live communicators and work handles, the pin of one call (Held), fork
 // safety, and the error record behind strataGetLastError.
-#include "core/c_api_handles.h"
+#include "api/c_api_handles.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "core/communicator.h"
+#include "engine/device_engine.h"
 #include "util/log.h"
 
 namespace strata {
@@ -95,6 +96,7 @@ std::string inheritedMessage(const char* what, pid_t creator) {
 // ---- communicator handles --------------------------------------------------------------------------------
 
 strataResult_t registerComm(strataComm_t* comm, std::shared_ptr<CommImpl> impl) {
+  setDeviceSideFactory(&makeDeviceEngine);  // before the communicator's first device call (core/host_side.h)
   auto* c = new strataComm();
   c->impl = std::move(impl);
   c->forkGeneration = gForkGeneration.load();
@@ -123,6 +125,7 @@ void waitUnheld(strataComm* c) {
 }
 
 strataResult_t registerPendingComm(strataComm_t* comm, std::function<std::shared_ptr<CommImpl>()> make) {
+  setDeviceSideFactory(&makeDeviceEngine);
   auto* c = new strataComm();
   auto pending = std::make_shared<PendingCreation>();
   c->pending = pending;

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <iterator>
 
+#include "api/c_api_handles.h"
 #include "bootstrap/bootstrap.h"
-#include "core/c_api_handles.h"
 #include "core/comm_config.h"
 #include "core/communicator.h"
 #include "kernels/reduce.h"

@@ -1,5 +1,5 @@
 // The calling thread's group of the C ABI (strataGroupStart .. strataGroupEnd), as the collective entry points
-// (c_api.cc) add to it. Its depth is apiGroupDepth() (core/c_api_internal.h).
+// (c_api.cc) add to it. Its depth is apiGroupDepth() (api/c_api_internal.h).
 #pragma once
 
 #include <memory>

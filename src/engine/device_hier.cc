@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <tuple>
 
-#include "core/device_engine.h"
-#include "core/device_engine_detail.h"
+#include "engine/device_engine.h"
+#include "engine/device_engine_detail.h"
 #include "util/config.h"
 #include "util/dtype.h"
 #include "util/error.h"

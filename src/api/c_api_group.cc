@@ -1,13 +1,13 @@
 // The C ABI's groups (strataGroupStart .. strataGroupEnd, strataGroupEndAsync) and the work handles an asynchronous
 // group end returns (strataWorkWait, strataWorkTest, strataWorkError, strataWorkFree).
-#include "core/c_api_group.h"
+#include "api/c_api_group.h"
 
 #include <algorithm>
 #include <chrono>
 #include <utility>
 #include <vector>
 
-#include "core/c_api_handles.h"
+#include "api/c_api_handles.h"
 #include "core/communicator.h"
 #include "strata/strata.h"
 #include "util/error.h"

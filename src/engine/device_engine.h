@@ -1,4 +1,5 @@
-// DeviceEngine: a communicator's collectives on CUDA device buffers, with NCCL's stream semantics. A call
+// DeviceEngine: a communicator's collectives on CUDA device buffers, with NCCL's stream semantics (the DeviceSide of
+// core/host_side.h; it reaches its communicator only through HostSide). A call
 // enqueues its work on the caller's stream and returns without waiting for the GPU; later work on that stream
 // sees the result. Two paths (DESIGN.md, "Memory and devices"):
 //   - direct: all-reduce between ranks of one host, over CUDA IPC. Each rank exposes a device buffer and a flag
@@ -31,26 +32,26 @@
 
 namespace strata {
 
-class DeviceEngine {
+class DeviceEngine final : public DeviceSide {
  public:
   DeviceEngine(HostSide& host, CudaApi& api);
   /// Waits (up to the communicator's deadline) until the GPU is done with the engine's memory, then frees it.
-  ~DeviceEngine();
+  ~DeviceEngine() override;
   DeviceEngine(const DeviceEngine&) = delete;
   DeviceEngine& operator=(const DeviceEngine&) = delete;
 
   /// Enqueues one group of calls (all on one stream) and returns. Errors in the arguments or in CUDA calls
   /// throw; errors of the collective itself become the communicator's asynchronous error.
-  void enqueue(std::span<const CollCall> calls, void* stream);
+  void enqueue(std::span<const CollCall> calls, void* stream) override;
 
   /// Called by the communicator's destroy while the communicator still works: waits until the GPU has finished this
   /// communicator's work, then, if CUDA IPC buffers are shared, a host barrier: after it no peer reads this
   /// rank's buffers, so they can be freed. Without it (abort, a failed peer) the destructor leaks them rather
   /// than free memory a peer's kernel may still read. This makes destroy collective once the IPC path was used.
-  void quiesce();
+  void quiesce() override;
   /// Called by the communicator's abort and revoke, from any thread: aborts the sub-communicators of hierarchical
   /// calls, so a call waiting in one returns.
-  void abortSubgroups();
+  void abortSubgroups() override;
 
  private:
   // A staging slot: pinned host memory for one group's buffers plus the flag its stream waits on.
@@ -237,5 +238,9 @@ class DeviceEngine {
   // the most recently used last; at most kHierOps, the oldest destroyed beyond.
   std::vector<std::tuple<double, int64_t, strataRedOp_t>> hierOps_;
 };
+
+/// The DeviceSideFactory of the engine (over the process's CudaApi, kernels/cuda_loader.h): what the C API installs
+/// with setDeviceSideFactory.
+std::unique_ptr<DeviceSide> makeDeviceEngine(HostSide& host);
 
 }  // namespace strata

@@ -1,4 +1,4 @@
-#include "core/device_engine.h"
+#include "engine/device_engine.h"
 
 #include <unistd.h>
 
@@ -7,8 +7,9 @@
 #include <cstring>
 #include <thread>
 
-#include "core/device_engine_detail.h"
-#include "core/device_ipc.h"
+#include "engine/device_engine_detail.h"
+#include "engine/device_ipc.h"
+#include "kernels/cuda_loader.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -65,6 +66,8 @@ void DeviceEngine::Slot::inputsArrived(void* arg) {
   }
   s->cv.notify_all();
 }
+
+std::unique_ptr<DeviceSide> makeDeviceEngine(HostSide& host) { return std::make_unique<DeviceEngine>(host, cudaApi()); }
 
 DeviceEngine::DeviceEngine(HostSide& host, CudaApi& api) : host_(host), api_(api) {
   directMaxBytes_ = host_.config().gpuDirectMaxBytes;

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <thread>
 
-#include "core/device_engine.h"
-#include "core/device_engine_detail.h"
-#include "core/device_ipc.h"
+#include "engine/device_engine.h"
+#include "engine/device_engine_detail.h"
+#include "engine/device_ipc.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"

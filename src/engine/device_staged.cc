@@ -6,8 +6,8 @@
 #include <cstring>
 #include <thread>
 
-#include "core/device_engine.h"
-#include "core/device_engine_detail.h"
+#include "engine/device_engine.h"
+#include "engine/device_engine_detail.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"

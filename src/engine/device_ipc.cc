@@ -1,4 +1,4 @@
-#include "core/device_ipc.h"
+#include "engine/device_ipc.h"
 
 #include <cstdint>
 
