@@ -342,6 +342,7 @@ struct OpRunner {
 
   // ---- LL, LL128 and the send/recv header: the line protocols, defined in device/proto_lines.h ----
   STRATA_HD_INLINE uint32_t ll(const DevOp& o) const;
+  STRATA_HD_INLINE void linePieceDone(const DevOp& o, void* rmem, uint64_t rstep, uint64_t sstep) const;
   static constexpr uint32_t kLineParts = 8 / P::kLineThreads;
   STRATA_HD_INLINE Vec16 ll128Read(const S* src, uint64_t off, uint32_t valid, bool full, bool aligned) const;
   STRATA_HD_INLINE void ll128Write(S* d, uint64_t off, uint32_t valid, bool full, bool aligned, const Vec16& v) const;

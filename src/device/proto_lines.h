@@ -76,16 +76,24 @@ STRATA_HD_INLINE uint32_t OpRunner<P, E, K>::ll(const DevOp& o) const {
       }
     }
     if (p.anyFailed(mine) != kFailNone) return kFailAborted;
-    if (p.tid() == 0) {
-      if (sends) a.sendStep[o.sendPeer] = sstep + 1;
-      if (recvs) {
-        P::storeRelease(&connCtrl(rmem)->tail, rstep + 1);
-        a.recvStep[o.recvPeer] = rstep + 1;
-      }
-    }
-    p.sync();
+    linePieceDone(o, rmem, rstep, sstep);
   }
   return kFailNone;
+}
+
+// The end of an LL or LL128 piece, every thread of the group in step: the leader counts the piece sent and received
+// and frees the receive slot (no head is published: the lines' flags were the data's arrival).
+template <class P, class E, ReduceKind K>
+STRATA_HD_INLINE void OpRunner<P, E, K>::linePieceDone(const DevOp& o, void* rmem, uint64_t rstep,
+                                                       uint64_t sstep) const {
+  if (p.tid() == 0) {
+    if (o.sendPeer >= 0) a.sendStep[o.sendPeer] = sstep + 1;
+    if (o.recvPeer >= 0) {
+      P::storeRelease(&connCtrl(rmem)->tail, rstep + 1);
+      a.recvStep[o.recvPeer] = rstep + 1;
+    }
+  }
+  p.sync();
 }
 
 // ---- LL128 ----
@@ -200,14 +208,7 @@ STRATA_HD_INLINE uint32_t OpRunner<P, E, K>::ll128(const DevOp& o) const {
       }
     }
     if (p.anyFailed(mine) != kFailNone) return kFailAborted;
-    if (p.tid() == 0) {
-      if (sends) a.sendStep[o.sendPeer] = sstep + 1;
-      if (recvs) {
-        P::storeRelease(&connCtrl(rmem)->tail, rstep + 1);
-        a.recvStep[o.recvPeer] = rstep + 1;
-      }
-    }
-    p.sync();
+    linePieceDone(o, rmem, rstep, sstep);
   }
   return kFailNone;
 }
