@@ -8,7 +8,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libhwloc-dev libibverbs-dev libucx-dev
   libopenmpi-dev openmpi-bin
-  libgloo-dev libopenblas-dev
+  libgloo-dev libopenblas-dev libpugixml-dev
   iproute2 procps bc python3-dev valgrind
   clang-format
   clang libclang-rt-14-dev

@@ -1,6 +1,8 @@
 #include "collectives/plan.h"
 
+#include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "util/error.h"
@@ -18,13 +20,14 @@ const char* opKindName(OpKind k) {
     case OpKind::kCopy: return "copy";
     case OpKind::kReduceLocal: return "reduceLocal";
     case OpKind::kCopySend: return "copySend";
+    case OpKind::kNop: return "nop";
   }
   return "invalid";
 }
 
 namespace {
 
-bool validKind(OpKind k) { return static_cast<unsigned>(k) <= static_cast<unsigned>(OpKind::kCopySend); }
+bool validKind(OpKind k) { return static_cast<unsigned>(k) <= static_cast<unsigned>(OpKind::kNop); }
 
 std::string regionString(const Region& r) { return strprintf("[buf %d +%zu x%zu]", r.buf, r.offset, r.count); }
 
@@ -39,7 +42,10 @@ bool usesDst(OpKind k) {
          k == OpKind::kRecvCopySend || k == OpKind::kCopy || k == OpKind::kReduceLocal || k == OpKind::kCopySend;
 }
 
-size_t Op::count() const { return usesDst(kind) ? dst.count : src.count; }
+size_t Op::count() const {
+  if (kind == OpKind::kNop) return 0;
+  return usesDst(kind) ? dst.count : src.count;
+}
 
 bool Op::receives() const {
   return kind == OpKind::kRecv || kind == OpKind::kRecvReduce || kind == OpKind::kRecvReduceSend ||
@@ -66,6 +72,7 @@ std::string Plan::toString() const {
       out += strprintf("  lane %zu op %zu: %s", l, i, opKindName(op.kind));
       if (op.receives()) out += strprintf(" from %d", op.recvPeer);
       if (op.sends()) out += strprintf(" to %d", op.sendPeer);
+      if (op.channel != 0) out += strprintf(" channel %u", op.channel);
       if (usesSrc(op.kind)) out += " src " + regionString(op.src);
       if (usesDst(op.kind)) out += " dst " + regionString(op.dst);
       if (op.hasDependency()) out += strprintf(" after lane %d op %u", op.afterLane, op.afterOps - 1);
@@ -73,6 +80,13 @@ std::string Plan::toString() const {
     }
   }
   return out;
+}
+
+int planChannels(const Plan& plan) {
+  int n = 1;
+  for (const auto& lane : plan.lanes)
+    for (const Op& op : lane) n = std::max(n, op.channel + 1);
+  return n;
 }
 
 bool hasDependencies(const Plan& plan) {
@@ -118,8 +132,8 @@ void validatePlan(const Plan& plan) {
   if (plan.nranks < 1 || plan.rank < 0 || plan.rank >= plan.nranks)
     throw InternalError(
         strprintf("plan %s: rank %d out of range for %d rank(s)", plan.algorithm.c_str(), plan.rank, plan.nranks));
-  // (peer, sends?) -> the lane that owns that direction.
-  std::map<std::pair<int, bool>, size_t> owner;
+  // (peer, sends?, channel) -> the lane that owns that direction of that connection.
+  std::map<std::tuple<int, bool, int>, size_t> owner;
   for (size_t l = 0; l < plan.lanes.size(); ++l) {
     for (size_t i = 0; i < plan.lanes[l].size(); ++i) {
       const Op& op = plan.lanes[l][i];
@@ -131,10 +145,12 @@ void validatePlan(const Plan& plan) {
       auto checkPeer = [&](int peer, bool sends) {
         if (peer < 0 || peer >= plan.nranks || peer == plan.rank)
           fail(strprintf("%s peer %d is not another rank of %d", sends ? "send" : "receive", peer, plan.nranks));
-        auto [it, inserted] = owner.emplace(std::make_pair(peer, sends), l);
+        auto [it, inserted] = owner.emplace(std::make_tuple(peer, sends, int{op.channel}), l);
         if (!inserted && it->second != l)
-          fail(strprintf("lanes %zu and %zu both %s rank %d", it->second, l, sends ? "send to" : "receive from", peer));
+          fail(strprintf("lanes %zu and %zu both %s rank %d on channel %u", it->second, l,
+                         sends ? "send to" : "receive from", peer, op.channel));
       };
+      if (op.channel >= kMaxPlanChannels) fail(strprintf("channel %u is not below %d", op.channel, kMaxPlanChannels));
       if (op.receives()) checkPeer(op.recvPeer, false);
       if (op.sends()) checkPeer(op.sendPeer, true);
       auto checkRegion = [&](const Region& r, const char* name) {
@@ -145,7 +161,7 @@ void validatePlan(const Plan& plan) {
       if (usesDst(op.kind)) checkRegion(op.dst, "destination");
       if (usesSrc(op.kind) && usesDst(op.kind) && op.src.count != op.dst.count)
         fail(strprintf("source has %zu elements but destination %zu", op.src.count, op.dst.count));
-      if (op.count() == 0) fail("empty op (generators omit ops of 0 elements)");
+      if (op.count() == 0 && op.kind != OpKind::kNop) fail("empty op (generators omit ops of 0 elements)");
       if (op.hasDependency()) {
         const size_t after = static_cast<size_t>(op.afterLane);
         if (after >= plan.lanes.size() || after == l)

@@ -128,8 +128,8 @@ class SimEngine::Impl {
         s.elems = op.count();
         s.afterLane = op.afterLane;
         s.afterOps = op.afterOps;
-        if (op.receives()) s.recvConn = connIndex(op.recvPeer, rep);
-        if (op.sends()) s.sendConn = connIndex(rep, op.sendPeer);
+        if (op.receives()) s.recvConn = connIndex(op.recvPeer, rep, op.channel);
+        if (op.sends()) s.sendConn = connIndex(rep, op.sendPeer, op.channel);
         lane.ops.push_back(s);
       }
       lane.doneAt.assign(lane.ops.size(), kUnknown);
@@ -206,10 +206,12 @@ class SimEngine::Impl {
   }
 
   // The connection class of a -> b: the sender shifted to its representative.
-  int connIndex(int a, int b) {
+  // The connection a -> b of `channel` (Op::channel: a plan's channels are connections of their own).
+  int connIndex(int a, int b, int channel) {
     const int shift = a - canonRank(a);
     const int ca = canonRank(a), cb = ((b - shift) % n_ + n_) % n_;
-    const uint64_t k = (static_cast<uint64_t>(ca) << 32) | static_cast<uint64_t>(cb);
+    const uint64_t k =
+        (static_cast<uint64_t>(channel) << 58) | (static_cast<uint64_t>(ca) << 29) | static_cast<uint64_t>(cb);
     auto [it, fresh] = connIds_.emplace(k, static_cast<int>(conns_.size()));
     if (fresh) {
       Conn& conn = conns_.emplace_back();

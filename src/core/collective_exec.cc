@@ -12,13 +12,14 @@
 namespace strata {
 namespace {
 
-// Every peer a plan talks to, ascending (the order connections are set up in).
+// Every link (ConnectionTable: channel x nranks + peer) a plan talks over, ascending (the order connections are set
+// up in).
 std::vector<int> planPeers(const Plan& plan) {
   std::vector<int> peers;
   for (const auto& lane : plan.lanes)
     for (const Op& op : lane) {
-      if (op.recvPeer >= 0) peers.push_back(op.recvPeer);
-      if (op.sendPeer >= 0) peers.push_back(op.sendPeer);
+      if (op.recvPeer >= 0) peers.push_back(op.channel * plan.nranks + op.recvPeer);
+      if (op.sendPeer >= 0) peers.push_back(op.channel * plan.nranks + op.sendPeer);
     }
   std::sort(peers.begin(), peers.end());
   peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
@@ -229,7 +230,8 @@ void CollectiveExecutor::runPlan(const Plan& plan, const std::vector<int>& peers
     slot->rearm(buffers, dtype, op, stamps);
   } else {
     slot = std::make_unique<PlanRunner>(
-        plan, buffers, dtype, op, pieceBytes_, [this](int peer) { return conns_.get(peer); }, stamps);
+        plan, buffers, dtype, op, pieceBytes_, [this](int peer, int channel) { return conns_.get(peer, channel); },
+        stamps);
     slot->allowSendRefs(refs, kMinRefBytes);  // refs, like the plan, live in the cache entry with the runner
   }
   PlanRunner& runner = *slot;

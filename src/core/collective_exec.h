@@ -93,7 +93,7 @@ class CollectiveExecutor {
   };
   struct CachedPlan {
     Plan plan;
-    std::vector<int> peers;              // every peer the plan talks to, ascending
+    std::vector<int> peers;              // every link the plan talks over, ascending (connections.h)
     std::unique_ptr<PlanRunner> runner;  // made at the plan's first run, rearmed by each later one
     SendRefs refs;                       // its sends that may go as references (shm single copy)
   };

@@ -40,18 +40,24 @@ std::string ConnectionTable::transportFor(int peer) const {
   return sameHost_[static_cast<size_t>(peer)] ? "shm" : config_.net;
 }
 
-void ConnectionTable::ensure(const std::vector<int>& peers) {
-  // Ascending peer order on every rank is consistent with the global order of pairs (min, max), so blocking
-  // pairwise set-ups cannot wait on each other in a cycle.
-  for (int p : peers) {
-    auto& conn = conns_[static_cast<size_t>(p)];
+void ConnectionTable::ensure(const std::vector<int>& links) {
+  // Ascending links on every rank (channel-major, then peer) are consistent with one global order of the
+  // connections (channel, min rank, max rank), so blocking pairwise set-ups cannot wait on each other in a cycle.
+  const size_t nranks = sameHost_.size();
+  for (int link : links) {
+    const size_t at = static_cast<size_t>(link);
+    if (at >= conns_.size()) conns_.resize((at / nranks + 1) * nranks);
+    auto& conn = conns_[at];
     if (conn) continue;
+    const int p = static_cast<int>(at % nranks), channel = static_cast<int>(at / nranks);
     const std::string kind = transportFor(p);
-    STRATA_INFO(kLogNet, "rank %d: connecting to rank %d over %s", rank_, p, kind.c_str());
+    STRATA_INFO(kLogNet, "rank %d: connecting to rank %d over %s%s", rank_, p, kind.c_str(),
+                channel ? strprintf(" (channel %d)", channel).c_str() : "");
     auto factory = transportFactories().find(kind);
     if (factory == transportFactories().end())
       throw InternalError(strprintf("rank %d: no transport named '%s' for rank %d", rank_, kind.c_str(), p));
-    conn = factory->second(exchange_, config_, p, kConnSetupTag);
+    // Each channel's set-up has its own tag, so the set-ups of two connections between one pair never mix.
+    conn = factory->second(exchange_, config_, p, kConnSetupTag + 0x100u * static_cast<uint32_t>(channel));
   }
 }
 
@@ -69,8 +75,14 @@ bool ConnectionTable::progressAll() {
 
 bool ConnectionTable::addPollFds(const std::vector<int>& peers, std::vector<pollfd>& fds) const {
   for (int p : peers) {
-    Connection* c = get(p);
-    if (!c || !c->addPollFds(fds)) return false;
+    bool any = false;
+    for (int ch = 0; ch < channels(); ++ch) {
+      Connection* c = get(p, ch);
+      if (!c) continue;
+      if (!c->addPollFds(fds)) return false;
+      any = true;
+    }
+    if (!any) return false;
   }
   // Bytes other links still have queued must keep moving too (see Progress::drive).
   for (auto& c : conns_)
@@ -101,8 +113,13 @@ std::string FlushWait::describeStall() const {
 std::vector<int> FlushWait::stalledPeers() const {
   std::vector<int> peers;
   for (int p = 0; p < nranks_; ++p) {
-    Connection* c = conns_.get(p);
-    if (c && !c->flushed()) peers.push_back(p);
+    for (int ch = 0; ch < conns_.channels(); ++ch) {
+      Connection* c = conns_.get(p, ch);
+      if (c && !c->flushed()) {
+        peers.push_back(p);
+        break;
+      }
+    }
   }
   return peers;
 }

@@ -1,9 +1,13 @@
-// The connection table of a communicator: one transport connection per peer, created the first time a plan
-// needs that peer, by the transport the pair's placement calls for.
+// The connection table of a communicator: one transport connection per (peer, channel), created the first time a
+// plan needs it, by the transport the pair's placement calls for. Built-in plans use channel 0 only; plans loaded
+// from files (MSCCL's thread blocks) may run several connections to one peer, one per channel.
+//
+// A link names one connection: link = channel x nranks + peer, so channel 0's link is the peer itself.
 #pragma once
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -31,10 +35,16 @@ class ConnectionTable {
   /// `sameHost[p]`: peer p runs on this rank's host (decides shm against STRATA_NET).
   ConnectionTable(int rank, const Config& config, PeerExchange& exchange, std::vector<bool> sameHost);
 
-  /// Connects to every peer in `peers` that has no connection yet, in ascending order (see the .cc).
-  void ensure(const std::vector<int>& peers);
-  /// The connection to `peer`, or nullptr if none was made yet.
-  Connection* get(int peer) const { return conns_[static_cast<size_t>(peer)].get(); }
+  /// Connects every link in `links` (ascending; a peer is its channel 0's link) that has no connection yet, in
+  /// ascending order (see the .cc).
+  void ensure(const std::vector<int>& links);
+  /// The connection to `peer` on `channel`, or nullptr if none was made yet.
+  Connection* get(int peer, int channel = 0) const {
+    const size_t link = static_cast<size_t>(channel) * sameHost_.size() + static_cast<size_t>(peer);
+    return link < conns_.size() ? conns_[link].get() : nullptr;
+  }
+  /// 1 + the highest channel any connection was made on.
+  int channels() const { return std::max<int>(1, static_cast<int>(conns_.size() / sameHost_.size())); }
   /// True when `peer` (no connection yet) has started to set one up with this rank: its half of the set-up waits in
   /// the bootstrap, so ensure({peer}) completes without waiting on anyone else. Never blocks.
   bool connectRequested(int peer) const;
@@ -59,7 +69,7 @@ class ConnectionTable {
   const Config& config_;
   PeerExchange& exchange_;
   std::vector<bool> sameHost_;
-  std::vector<std::unique_ptr<Connection>> conns_;  // index: peer
+  std::vector<std::unique_ptr<Connection>> conns_;  // index: link (channel x nranks + peer)
 };
 
 /// Waits until every connection of the table has handed its committed messages to the transport.

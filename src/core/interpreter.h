@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,14 @@ struct InterpreterOptions {
   int nslots = 8;                  // messages buffered per direction, as Config::nslots
 };
 
+/// Names op `op` of lane `lane` of rank `rank` in a deadlock's message (a loaded file's gpu, tb and step).
+using DescribeOp = std::function<std::string(size_t rank, size_t lane, size_t op)>;
+
 /// Runs plans[r] for every rank r with buffers[r] (indexed as the plan's buffers). Throws InternalError
-/// with each stalled lane's position if no rank can make progress (deadlock), or on size mismatch.
+/// with each stalled lane's position (named by `describeOp` where given) if no rank can make progress (deadlock),
+/// or on size mismatch.
 void interpretPlans(const std::vector<Plan>& plans, const std::vector<std::vector<void*>>& buffers,
-                    strataDataType_t dtype, ReduceKind op, const InterpreterOptions& options = {});
+                    strataDataType_t dtype, ReduceKind op, const InterpreterOptions& options = {},
+                    const DescribeOp& describeOp = {});
 
 }  // namespace strata

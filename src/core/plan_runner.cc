@@ -8,7 +8,7 @@
 namespace strata {
 
 PlanRunner::PlanRunner(const Plan& plan, std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op,
-                       size_t pieceBytes, std::function<Connection*(int)> connFor, PlanStamps stamps)
+                       size_t pieceBytes, std::function<Connection*(int, int)> connFor, PlanStamps stamps)
     : plan_(plan),
       buffers_(buffers),
       dtype_(dtype),
@@ -17,7 +17,8 @@ PlanRunner::PlanRunner(const Plan& plan, std::span<void* const> buffers, strataD
       pieceElems_(std::max<size_t>(1, pieceBytes / std::max<size_t>(1, dtypeSize(dtype)))),
       connFor_(std::move(connFor)),
       stamps_(stamps),
-      nConns_(static_cast<size_t>(std::max(plan.nranks, 0))),
+      nConns_(static_cast<size_t>(std::max(plan.nranks, 0)) * static_cast<size_t>(planChannels(plan))),
+      nranks_(static_cast<size_t>(std::max(plan.nranks, 0))),
       nLanes_(plan.lanes.size()),
       lanesLeft_(plan.lanes.size()) {
   if (nConns_ <= kInlinePeers) {
@@ -53,9 +54,9 @@ void PlanRunner::rearm(std::span<void* const> buffers, strataDataType_t dtype, R
   }
 }
 
-Connection* PlanRunner::conn(int peer) {
-  Connection*& c = conns_[static_cast<size_t>(peer)];
-  if (!c) c = connFor_(peer);
+Connection* PlanRunner::conn(int peer, int channel) {
+  Connection*& c = conns_[static_cast<size_t>(channel) * nranks_ + static_cast<size_t>(peer)];
+  if (!c) c = connFor_(peer, channel);
   return c;
 }
 
@@ -79,7 +80,7 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
   const size_t bytes = n * elemSize_;
   switch (op.kind) {
     case OpKind::kSend: {
-      Connection* c = conn(op.sendPeer);
+      Connection* c = conn(op.sendPeer, op.channel);
       void* out = c->trySendReserve(bytes);
       if (!out) return false;
       if (sendsRef(op, bytes, c)) {
@@ -91,7 +92,7 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
       return true;
     }
     case OpKind::kRecv: {
-      Connection* c = conn(op.recvPeer);
+      Connection* c = conn(op.recvPeer, op.channel);
       char* dst = addr(op.dst, at);
       const void* in = c->tryRecvPeekInto(dst, bytes, stampOf(stamps_.expect, op));
       if (!in) return false;
@@ -100,7 +101,7 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
       return true;
     }
     case OpKind::kRecvReduce: {
-      Connection* c = conn(op.recvPeer);
+      Connection* c = conn(op.recvPeer, op.channel);
       const void* in = c->tryRecvPeek(bytes, stampOf(stamps_.expect, op));
       if (!in) return false;
       reduce2(addr(op.dst, at), in, addr(op.src, at), n, dtype_, op_);
@@ -110,8 +111,8 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
     case OpKind::kRecvReduceSend:
     case OpKind::kRecvReduceCopySend:
     case OpKind::kRecvCopySend: {
-      Connection* rc = conn(op.recvPeer);
-      Connection* sc = conn(op.sendPeer);
+      Connection* rc = conn(op.recvPeer, op.channel);
+      Connection* sc = conn(op.sendPeer, op.channel);
       // A forward receives into its destination first (one copy when the message is a reference), then sends
       // from there.
       char* fwd = op.kind == OpKind::kRecvCopySend ? addr(op.dst, at) : nullptr;
@@ -148,7 +149,7 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
     }
     case OpKind::kCopySend: {
       // The local copy reads the piece from cache right after the send pulled it from memory.
-      Connection* c = conn(op.sendPeer);
+      Connection* c = conn(op.sendPeer, op.channel);
       void* out = c->trySendReserve(bytes);
       if (!out) return false;
       const char* src = addr(op.src, at);
@@ -174,6 +175,7 @@ bool PlanRunner::runPiece(const Op& op, size_t at, size_t n) {
       reduce2(dst, dst, addr(op.src, at), n, dtype_, op_);
       return true;
     }
+    case OpKind::kNop: return true;  // no elements: advanceLane never gets here
   }
   throw InternalError("PlanRunner: unknown op kind");
 }
@@ -200,6 +202,7 @@ bool PlanRunner::advanceLane(size_t l) {
     if (st.piece >= total) {
       ++st.op;
       st.piece = 0;
+      moved = true;  // a nop moves no element, but the lanes waiting for it may go on
     } else if (local) {
       return true;  // yield to the other lanes between local pieces
     }
@@ -240,6 +243,7 @@ std::string PlanRunner::describeStall() const {
     out += strprintf("lane %zu op %zu/%zu %s", l, lanes_[l].op, plan_.lanes[l].size(), opKindName(op.kind));
     if (op.recvPeer >= 0) out += strprintf(" from rank %d", op.recvPeer);
     if (op.sendPeer >= 0) out += strprintf(" to rank %d", op.sendPeer);
+    if (op.channel != 0) out += strprintf(" on channel %u", op.channel);
     if (lanes_[l].piece == 0 && !dependencyMet(op))
       out += strprintf(" waiting for lane %d to finish op %u", op.afterLane, op.afterOps - 1);
     out += strprintf(" (%zu/%zu elements done)", lanes_[l].piece, op.count());

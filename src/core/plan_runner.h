@@ -43,10 +43,10 @@ class PlanRunner : public Waitable {
  public:
   /// `buffers[i]` is the base of plan buffer i (nullptr allowed where the plan never touches it); the list,
   /// like the plan, must outlive the runner;
-  /// `connFor(peer)` returns the connection to that peer (called lazily, at most once per peer); `stamps`, like the
-  /// plan, must outlive the runner.
+  /// `connFor(peer, channel)` returns the connection to that peer on that channel (Op::channel; called lazily, at most
+  /// once per pair); `stamps`, like the plan, must outlive the runner.
   PlanRunner(const Plan& plan, std::span<void* const> buffers, strataDataType_t dtype, ReduceKind op, size_t pieceBytes,
-             std::function<Connection*(int)> connFor, PlanStamps stamps = {});
+             std::function<Connection*(int, int)> connFor, PlanStamps stamps = {});
   PlanRunner(const PlanRunner&) = delete;  // lanes_/conns_ may point into the runner itself
   /// Runs the same plan again from its start, on `buffers` (same rules as the constructor's) with `dtype` of the
   /// same size, `op` and `stamps`: a cached plan keeps its runner, so a repeated small call constructs nothing.
@@ -69,6 +69,12 @@ class PlanRunner : public Waitable {
   std::string describeStall() const override;
   /// Peers that unfinished lanes are waiting on right now.
   std::vector<int> stalledPeers() const override;
+  /// The op lane `lane` is at (its op count once it is done), and whether it waits for a cross-lane dependency.
+  size_t laneOp(size_t lane) const { return lanes_[lane].op; }
+  bool laneWaitsForLane(size_t lane) const {
+    const size_t at = lanes_[lane].op;
+    return at < plan_.lanes[lane].size() && lanes_[lane].piece == 0 && !dependencyMet(plan_.lanes[lane][at]);
+  }
 
  private:
   struct LaneState {
@@ -87,7 +93,7 @@ class PlanRunner : public Waitable {
   char* addr(const Region& r, size_t at) const;
   /// The stamp of the call `op` belongs to, from `stamps` (send or expect).
   static const MsgStamp& stampOf(std::span<const MsgStamp> stamps, const Op& op);
-  Connection* conn(int peer);
+  Connection* conn(int peer, int channel);
   /// Whether this piece of `op` goes to `c` as a reference (checked cheapest first).
   bool sendsRef(const Op& op, size_t bytes, Connection* c) const {
     if (!refs_ || bytes < refMinBytes_ || !refs_->allows(&op)) return false;
@@ -101,17 +107,19 @@ class PlanRunner : public Waitable {
   size_t elemSize_;
   ReduceKind op_;
   size_t pieceElems_;
-  std::function<Connection*(int)> connFor_;
+  std::function<Connection*(int, int)> connFor_;
   PlanStamps stamps_;
   const SendRefs* refs_ = nullptr;  // sends that may go as references (null: none)
   size_t refMinBytes_ = SIZE_MAX;
-  // Per-peer connection cache and per-lane state. Small plans (every small-message call) keep them inline:
-  // a small all-reduce costs a few hundred nanoseconds in all, and two heap allocations are a visible part.
+  // Per-(peer, channel) connection cache (index: channel x nranks + peer) and per-lane state. Small plans (every
+  // small-message call) keep them inline: a small all-reduce costs a few hundred nanoseconds in all, and two heap
+  // allocations are a visible part.
   static constexpr size_t kInlinePeers = 16, kInlineLanes = 8;
   std::array<Connection*, kInlinePeers> connInline_;  // the first nConns_ are set in the constructor
   std::vector<Connection*> connHeap_;
   Connection** conns_;
   size_t nConns_;
+  size_t nranks_;
   std::array<LaneState, kInlineLanes> laneInline_;  // LaneState initialises itself
   std::vector<LaneState> laneHeap_;
   LaneState* lanes_;

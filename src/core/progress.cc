@@ -99,12 +99,15 @@ void Progress::drive(Waitable& w, const OpLabel& label, const char* phase) {
     if (now >= nextCheck) {
       nextCheck = now + kLivenessCheckNs;
       for (int p : w.stalledPeers()) {
-        if (Connection* c = conns_.get(p)) {
+        for (int ch = 0; ch < conns_.channels(); ++ch) {
+          Connection* c = conns_.get(p, ch);
+          if (!c) continue;
           try {
             c->checkPeer();
           } catch (const Error& e) {
             throw RemoteError(explainRemote(whatStr(), e));
           }
+          break;  // one live connection of the pair says the peer lives
         }
       }
       if (board_ && !published.board && now - idleSince >= kPublishWaitNs) {

@@ -99,6 +99,15 @@ DevPlan lowerPlan(const Plan& plan, const LowerOptions& options) {
   // indices must stay the plan's: no empty part is skipped then (an empty op takes no slot, so a peer that skips
   // its own still pairs).
   const bool waits = hasDependencies(plan);
+  if (planChannels(plan) > 1)
+    throw InvalidArgument("device plan: " + plan.algorithm + " runs lanes on " + std::to_string(planChannels(plan)) +
+                          " connections per peer (a loaded MSCCL plan), which the device executor does not lower yet");
+  for (const auto& lane : plan.lanes)
+    for (const Op& op : lane)
+      if (op.kind == OpKind::kNop)
+        throw InvalidArgument("device plan: " + plan.algorithm +
+                              " has nop steps, which the device executor does not "
+                              "lower yet");
   if (plan.lanes.size() > static_cast<size_t>(kMaxDevLanes))
     throw InvalidArgument("device plan: " + std::to_string(plan.lanes.size()) + " lanes (at most " +
                           std::to_string(kMaxDevLanes) + ")");

@@ -137,6 +137,7 @@ Provenance criticalPath(const std::vector<Plan>& plans, int resultBuf = kBufRecv
         case OpKind::kCopy: dst() = src(); break;
         case OpKind::kReduceLocal: dst() = later(dst(), src()); break;
         case OpKind::kCopySend: out[i] = dst() = src(); break;
+        case OpKind::kNop: break;  // no elements: the loop never runs
       }
     }
     std::vector<Provenance>().swap(in);

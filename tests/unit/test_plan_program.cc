@@ -1,0 +1,422 @@
+// Algorithm files (collectives/plan_program.h) and their proof (core/plan_proof.h): MSCCL XML written by a small
+// generator here (ring and all-pairs all-reduce, ring all-gather, several channels and chunk multiplicities), every
+// built-in algorithm dumped to a Strata plan file and loaded back (identical plans), and hand-broken files, each
+// refused with the reason and the gpu, tb and step.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "collectives/algorithms.h"
+#include "collectives/plan_program.h"
+#include "core/plan_proof.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+// ---- an MSCCL XML writer for the tests ---------------------------------------------------------------------
+
+struct XStep {
+  std::string type;
+  std::string srcbuf = "i";
+  int srcoff = -1;
+  std::string dstbuf = "o";
+  int dstoff = -1;
+  int cnt = 1;
+  int depid = -1, deps = -1;
+  bool hasdep = false;
+};
+struct XTb {
+  int send = -1, recv = -1, chan = 0;
+  std::vector<XStep> steps;
+};
+struct XGpu {
+  int ichunks = 0, ochunks = 0, schunks = 0;
+  std::vector<XTb> tbs;
+};
+struct XAlgo {
+  std::string name, coll;
+  int nchunks = 1, nchannels = 1;
+  bool inplace = false;
+  std::vector<XGpu> gpus;
+};
+
+// hasdep="1" on every step some step depends on, as msccl-tools marks them.
+void markDeps(XAlgo& a) {
+  for (XGpu& g : a.gpus)
+    for (XTb& tb : g.tbs)
+      for (XStep& s : tb.steps)
+        if (s.depid >= 0) g.tbs[static_cast<size_t>(s.depid)].steps[static_cast<size_t>(s.deps)].hasdep = true;
+}
+
+std::string xml(const XAlgo& a) {
+  std::string out = strprintf(
+      "<algo name=\"%s\" proto=\"Simple\" nchannels=\"%d\" nchunksperloop=\"%d\" ngpus=\"%zu\" coll=\"%s\" "
+      "inplace=\"%d\">\n",
+      a.name.c_str(), a.nchannels, a.nchunks, a.gpus.size(), a.coll.c_str(), a.inplace ? 1 : 0);
+  for (size_t g = 0; g < a.gpus.size(); ++g) {
+    const XGpu& gpu = a.gpus[g];
+    out += strprintf("  <gpu id=\"%zu\" i_chunks=\"%d\" o_chunks=\"%d\" s_chunks=\"%d\">\n", g, gpu.ichunks,
+                     gpu.ochunks, gpu.schunks);
+    for (size_t t = 0; t < gpu.tbs.size(); ++t) {
+      const XTb& tb = gpu.tbs[t];
+      out += strprintf("    <tb id=\"%zu\" send=\"%d\" recv=\"%d\" chan=\"%d\">\n", t, tb.send, tb.recv, tb.chan);
+      for (size_t s = 0; s < tb.steps.size(); ++s) {
+        const XStep& st = tb.steps[s];
+        out += strprintf(
+            "      <step s=\"%zu\" type=\"%s\" srcbuf=\"%s\" srcoff=\"%d\" dstbuf=\"%s\" dstoff=\"%d\" cnt=\"%d\" "
+            "depid=\"%d\" deps=\"%d\" hasdep=\"%d\"/>\n",
+            s, st.type.c_str(), st.srcbuf.c_str(), st.srcoff, st.dstbuf.c_str(), st.dstoff, st.cnt, st.depid, st.deps,
+            st.hasdep ? 1 : 0);
+      }
+      out += "    </tb>\n";
+    }
+    out += "  </gpu>\n";
+  }
+  return out + "</algo>\n";
+}
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// Ring all-reduce, out of place: each channel a ring over its share of the chunks (n segments of m chunks).
+XAlgo ringAllReduce(int n, int channels, int m) {
+  XAlgo a;
+  a.name = strprintf("ring_allreduce_n%d_c%d_m%d", n, channels, m);
+  a.coll = "allreduce";
+  a.nchunks = n * channels * m;
+  a.nchannels = channels;
+  for (int r = 0; r < n; ++r) {
+    XGpu& g = a.gpus.emplace_back();
+    g.ichunks = g.ochunks = a.nchunks;
+    for (int c = 0; c < channels; ++c) {
+      XTb& tb = g.tbs.emplace_back();
+      tb.send = mod(r + 1, n);
+      tb.recv = mod(r - 1, n);
+      tb.chan = c;
+      auto seg = [&](int j) { return c * n * m + mod(j, n) * m; };
+      tb.steps.push_back({"s", "i", seg(r), "o", -1, m});
+      for (int t = 1; t <= n - 2; ++t) tb.steps.push_back({"rrs", "i", seg(r - t), "o", -1, m});
+      tb.steps.push_back({"rrcs", "i", seg(r + 1), "o", seg(r + 1), m});
+      for (int u = 0; u <= n - 3; ++u) tb.steps.push_back({"rcs", "i", -1, "o", seg(r - u), m});
+      tb.steps.push_back({"r", "i", -1, "o", seg(r + 2), m});
+    }
+  }
+  return a;
+}
+
+// All-pairs all-reduce, out of place: rank r owns segment r; every peer's contribution lands in scratch, a local tb
+// reduces them (waiting on each receive: by a dependency per step, or by nops first), and the result goes to all.
+XAlgo allPairsAllReduce(int n, int m, bool nops) {
+  XAlgo a;
+  a.name = strprintf("allpairs_allreduce_n%d_m%d%s", n, m, nops ? "_nop" : "");
+  a.coll = "allreduce";
+  a.nchunks = n * m;
+  for (int r = 0; r < n; ++r) {
+    XGpu& g = a.gpus.emplace_back();
+    g.ichunks = g.ochunks = a.nchunks;
+    g.schunks = (n - 1) * m;
+    std::vector<int> peers;
+    for (int p = 0; p < n; ++p)
+      if (p != r) peers.push_back(p);
+    const int local = static_cast<int>(peers.size());
+    for (size_t k = 0; k < peers.size(); ++k) {
+      XTb& tb = g.tbs.emplace_back();
+      tb.send = tb.recv = peers[k];
+      tb.steps.push_back({"s", "i", peers[k] * m, "o", -1, m});
+      tb.steps.push_back({"r", "i", -1, "s", static_cast<int>(k) * m, m});
+      XStep out{"s", "o", r * m, "o", -1, m};
+      out.depid = local;
+      out.deps = nops ? 2 * local : local;  // the local tb's last step
+      tb.steps.push_back(out);
+      tb.steps.push_back({"r", "i", -1, "o", peers[k] * m, m});
+    }
+    XTb& red = g.tbs.emplace_back();
+    if (nops)
+      for (int k = 0; k < local; ++k) {
+        XStep w{"nop"};
+        w.cnt = 0;
+        w.depid = k;
+        w.deps = 1;
+        red.steps.push_back(w);
+      }
+    red.steps.push_back({"cpy", "i", r * m, "o", r * m, m});
+    for (int k = 0; k < local; ++k) {
+      XStep re{"re", "s", k * m, "o", r * m, m};
+      if (!nops) {
+        re.depid = k;
+        re.deps = 1;
+      }
+      red.steps.push_back(re);
+    }
+  }
+  markDeps(a);
+  return a;
+}
+
+// Ring all-gather: channel c forwards input chunks c*m.. of every rank; in place, or out of place with a local copy.
+XAlgo ringAllGather(int n, int channels, int m, bool inplace) {
+  XAlgo a;
+  a.name = strprintf("ring_allgather_n%d_c%d_m%d%s", n, channels, m, inplace ? "_inplace" : "");
+  a.coll = "allgather";
+  a.inplace = inplace;
+  const int ichunks = channels * m;
+  a.nchunks = n * ichunks;
+  a.nchannels = channels;
+  for (int r = 0; r < n; ++r) {
+    XGpu& g = a.gpus.emplace_back();
+    g.ichunks = ichunks;
+    g.ochunks = a.nchunks;
+    for (int c = 0; c < channels; ++c) {
+      XTb& tb = g.tbs.emplace_back();
+      tb.send = mod(r + 1, n);
+      tb.recv = mod(r - 1, n);
+      tb.chan = c;
+      auto out = [&](int from) { return mod(from, n) * ichunks + c * m; };
+      tb.steps.push_back({"s", "i", c * m, "o", -1, m});
+      for (int t = 1; t <= n - 2; ++t) tb.steps.push_back({"rcs", "i", -1, "o", out(r - t), m});
+      tb.steps.push_back({"r", "i", -1, "o", out(r - (n - 1)), m});
+      if (!inplace) tb.steps.push_back({"cpy", "i", c * m, "o", out(r), m});
+    }
+  }
+  return a;
+}
+
+std::shared_ptr<const PlanProgram> load(const XAlgo& a) { return parseMscclXml(xml(a), a.name + ".xml"); }
+
+// The message of the refusal of `text`, by loading and proving it; "" if it passes.
+std::string refusal(const std::string& text) {
+  try {
+    auto p = parseProgram(text, "broken.xml");
+    proveProgram(*p);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// ---- generated MSCCL files are proven ---------------------------------------------------------------------------
+
+TEST(PlanProgram, RingAllReduceFilesAreProven) {
+  for (int n : {2, 3, 4, 5, 8})
+    for (int channels : {1, 2})
+      for (int m : {1, 2}) {
+        SCOPED_TRACE(strprintf("n %d channels %d m %d", n, channels, m));
+        auto p = load(ringAllReduce(n, channels, m));
+        EXPECT_EQ(p->channels(), channels);
+        EXPECT_NO_THROW(proveProgram(*p));
+      }
+  EXPECT_NO_THROW(proveProgram(*load(ringAllReduce(16, 1, 1))));
+}
+
+TEST(PlanProgram, AllPairsAllReduceFilesAreProvenWithDependenciesAndNops) {
+  for (int n : {2, 3, 4, 8})
+    for (bool nops : {false, true}) {
+      SCOPED_TRACE(strprintf("n %d nops %d", n, nops));
+      auto p = load(allPairsAllReduce(n, 2, nops));
+      EXPECT_NO_THROW(proveProgram(*p));
+    }
+}
+
+TEST(PlanProgram, RingAllGatherFilesAreProvenInAndOutOfPlace) {
+  for (int n : {2, 3, 8})
+    for (int channels : {1, 3})
+      for (bool inplace : {false, true}) {
+        SCOPED_TRACE(strprintf("n %d channels %d inplace %d", n, channels, inplace));
+        auto p = load(ringAllGather(n, channels, 1, inplace));
+        EXPECT_EQ(p->inPlace, inplace);
+        EXPECT_EQ(p->outOfPlace, !inplace);
+        EXPECT_NO_THROW(proveProgram(*p));
+      }
+}
+
+TEST(PlanProgram, LoopsAndTailCoverEveryCount) {
+  auto p = load(ringAllReduce(4, 2, 1));  // 8 chunks per block
+  for (size_t count : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{8 * 1000 + 5}}) {
+    SCOPED_TRACE(count);
+    for (int r = 0; r < 4; ++r) {
+      CollArgs args = makeCollArgs(CollKind::kAllReduce, 4, r, count, 300);
+      Plan plan = planOf(*p, args);
+      EXPECT_NO_THROW(validatePlan(plan));
+      size_t covered = 0;
+      (void)covered;
+      // Ops of the program's lanes use channels 0 and 1, the tail's (count % 8 elements) channel 2.
+      const bool tail = count % 8 != 0;
+      EXPECT_EQ(planChannels(plan), tail ? 3 : 2);
+    }
+  }
+}
+
+// ---- every built-in, dumped and loaded back, gives its own plans --------------------------------------------------
+
+TEST(PlanProgram, EveryBuiltInDumpsAndReloadsToIdenticalPlans) {
+  int checked = 0;
+  for (const AlgorithmRecord* rec : allAlgorithms()) {
+    if (rec->kind == CollKind::kSend || rec->kind == CollKind::kRecv || rec->kind == CollKind::kBarrier) continue;
+    for (int n : {2, 3, 4, 8}) {
+      const bool perRank = rec->kind == CollKind::kAllGather || rec->kind == CollKind::kReduceScatter ||
+                           rec->kind == CollKind::kAllToAll;
+      const size_t count = perRank ? 2 : static_cast<size_t>(2 * n);
+      SCOPED_TRACE(strprintf("%s %s n %d", collName(rec->kind), rec->name, n));
+      const PlanProgram dumped = dumpProgram(rec->kind, rec->name, n, count);
+      auto loaded = parseStrataPlan(writeStrataPlan(dumped), "dump.json");
+      EXPECT_EQ(writeStrataPlan(*loaded), writeStrataPlan(dumped));
+      const size_t blocks = perRank ? static_cast<size_t>(n) : 1;
+      for (int r = 0; r < n; ++r) {
+        CollArgs args = makeCollArgs(rec->kind, n, r, count, count * blocks);
+        const Plan builtIn = makePlan(args, rec->name);
+        const Plan reloaded = planOf(*loaded, args);
+        ASSERT_EQ(reloaded.toString(), builtIn.toString()) << "rank " << r;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 40);
+}
+
+// ---- broken files are refused, saying where and why -------------------------------------------------------------
+
+std::string ringText() { return xml(ringAllReduce(4, 1, 1)); }
+
+std::string replaceOnce(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(PlanProgramRefuses, UnknownStepType) {
+  const std::string m = refusal(replaceOnce(ringText(), "type=\"rrs\"", "type=\"rrx\""));
+  EXPECT_NE(m.find("gpu 0 tb 0 step 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("unknown type \"rrx\""), std::string::npos) << m;
+}
+
+TEST(PlanProgramRefuses, PeerOutOfRange) {
+  const std::string m = refusal(replaceOnce(ringText(), "send=\"1\"", "send=\"9\""));
+  EXPECT_NE(m.find("gpu 0 tb 0"), std::string::npos) << m;
+  EXPECT_NE(m.find("send=9 is not in -1..3"), std::string::npos) << m;
+}
+
+TEST(PlanProgramRefuses, SendWithoutItsReceive) {
+  XAlgo a = ringAllReduce(4, 1, 1);
+  a.gpus[2].tbs[0].steps.pop_back();  // gpu 2 never takes the last message of gpu 1
+  const std::string m = refusal(xml(a));
+  EXPECT_NE(m.find("gpu 1 tb 0 step 5"), std::string::npos) << m;
+  EXPECT_NE(m.find("which rank 2 never receives"), std::string::npos) << m;
+}
+
+TEST(PlanProgramRefuses, UnequalCounts) {
+  XAlgo a = ringAllReduce(4, 1, 2);
+  a.gpus[3].tbs[0].steps[1].cnt = 1;  // gpu 3's first receive takes 1 chunk of the 2 gpu 2 sends
+  const std::string m = refusal(xml(a));
+  EXPECT_NE(m.find("gpu 2 tb 0 step 0 sends 2 chunk(s) to rank 3"), std::string::npos) << m;
+  EXPECT_NE(m.find("gpu 3 tb 0 step 1) takes 1"), std::string::npos) << m;
+}
+
+TEST(PlanProgramRefuses, ChunkOutsideItsBuffer) {
+  XAlgo a = ringAllReduce(4, 1, 1);
+  a.gpus[1].tbs[0].steps[2].srcoff = 4;
+  const std::string m = refusal(xml(a));
+  EXPECT_NE(m.find("gpu 1 tb 0 step 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("outside the input buffer's 4 chunk(s)"), std::string::npos) << m;
+}
+
+TEST(PlanProgramRefuses, DependencyOnAMissingStepOrWithoutHasdep) {
+  XAlgo a = allPairsAllReduce(3, 1, false);
+  a.gpus[0].tbs[2].steps[1].deps = 7;
+  std::string m = refusal(xml(a));
+  EXPECT_NE(m.find("gpu 0 tb 2 step 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("depends on step 7 of gpu 0 tb 0, which has 4 step(s)"), std::string::npos) << m;
+  a = allPairsAllReduce(3, 1, false);
+  a.gpus[1].tbs[0].steps[1].hasdep = false;
+  m = refusal(xml(a));
+  EXPECT_NE(m.find("lacks hasdep"), std::string::npos) << m;
+}
+
+TEST(PlanProgramRefuses, DependencyCycle) {
+  XAlgo a = allPairsAllReduce(3, 1, false);
+  // The local tb's first reduce waits for tb 0's receive; make tb 0 wait for the local tb's last step first.
+  XStep& first = a.gpus[0].tbs[0].steps[0];
+  first.depid = 2;
+  first.deps = 2;
+  markDeps(a);
+  const std::string m = refusal(xml(a));
+  EXPECT_NE(m.find("form a cycle"), std::string::npos) << m;
+  EXPECT_NE(m.find("gpu 0 tb 0 step 0 waits for gpu 0 tb 2 step 2"), std::string::npos) << m;
+}
+
+TEST(PlanProgramRefuses, DeadlockWithEveryLanesPosition) {
+  // Two ranks that both receive first.
+  XAlgo a;
+  a.name = "both_receive_first";
+  a.coll = "allgather";
+  a.nchunks = 2;
+  for (int r = 0; r < 2; ++r) {
+    XGpu& g = a.gpus.emplace_back();
+    g.ichunks = 1;
+    g.ochunks = 2;
+    XTb& tb = g.tbs.emplace_back();
+    tb.send = tb.recv = 1 - r;
+    tb.steps.push_back({"r", "i", -1, "o", 1 - r, 1});
+    tb.steps.push_back({"s", "i", 0, "o", -1, 1});
+    tb.steps.push_back({"cpy", "i", 0, "o", r, 1});
+  }
+  const std::string m = refusal(xml(a));
+  EXPECT_NE(m.find("deadlock"), std::string::npos) << m;
+  EXPECT_NE(m.find("gpu 0 tb 0 step 0 (loop 0) (recv) waits to receive from rank 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("gpu 1 tb 0 step 0 (loop 0) (recv) waits to receive from rank 0"), std::string::npos) << m;
+}
+
+TEST(PlanProgramRefuses, WrongResultWithTheFirstWrongChunk) {
+  XAlgo a = ringAllReduce(4, 1, 1);
+  a.gpus[2].tbs[0].steps[1].srcoff = 0;  // gpu 2 reduces the wrong segment into what it forwards
+  const std::string m = refusal(xml(a));
+  EXPECT_NE(m.find("wrong result: rank 0's output chunk 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("allreduce gives"), std::string::npos) << m;
+}
+
+TEST(PlanProgramRefuses, MalformedXmlAndUnknownCollective) {
+  EXPECT_NE(refusal("<algo name=\"x\"").find("not well-formed XML"), std::string::npos);
+  EXPECT_NE(refusal(replaceOnce(ringText(), "coll=\"allreduce\"", "coll=\"custom\"")).find("custom collective"),
+            std::string::npos);
+  EXPECT_NE(refusal(replaceOnce(ringText(), "ngpus=\"4\"", "ngpus=\"5\"")).find("gpu 4 is missing"), std::string::npos);
+}
+
+TEST(PlanProgramRefuses, TwoLanesOnOneConnection) {
+  XAlgo a = ringAllReduce(4, 2, 1);
+  a.gpus[0].tbs[1].chan = 0;
+  const std::string m = refusal(xml(a));
+  EXPECT_NE(m.find("gpu 0 tb 0 and gpu 0 tb 1 both send to rank 1 on channel 0"), std::string::npos) << m;
+}
+
+// ---- the IR's channels ------------------------------------------------------------------------------------------
+
+TEST(PlanChannels, LanesOnDifferentChannelsMayShareAPeerButNotOneChannel) {
+  Plan plan;
+  plan.nranks = 2;
+  Op a;
+  a.kind = OpKind::kSend;
+  a.sendPeer = 1;
+  a.src = Region{kBufSend, 0, 4};
+  Op b = a;
+  b.channel = 1;
+  plan.lanes = {{a}, {b}};
+  EXPECT_NO_THROW(validatePlan(plan));
+  EXPECT_EQ(planChannels(plan), 2);
+  plan.lanes[1][0].channel = 0;
+  try {
+    validatePlan(plan);
+    ADD_FAILURE() << "two lanes on one connection accepted";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("both send to rank 1 on channel 0"), std::string::npos) << e.what();
+  }
+  Op nop;
+  nop.kind = OpKind::kNop;
+  nop.afterLane = 0;
+  nop.afterOps = 1;
+  plan.lanes[1] = {nop};
+  EXPECT_NO_THROW(validatePlan(plan));
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,233 @@
+// strata-plan: algorithm files (MSCCL's XML, Strata's plan files) before they run.
+//   check FILE...     the proof (core/plan_proof.h): a verdict per file, and the reasons of a refusal
+//   show FILE         per-rank lanes and steps, chunks moved per link, the critical path in steps
+//   dump ALGO -n N COLL [--count C]   a built-in algorithm as a Strata plan file
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "collectives/algorithms.h"
+#include "collectives/plan_program.h"
+#include "core/plan_proof.h"
+#include "util/error.h"
+
+namespace strata {
+namespace {
+
+constexpr int kExitRefused = 1;
+constexpr int kExitUsage = 2;
+
+void printUsage(FILE* out) {
+  std::fprintf(
+      out,
+      "usage: strata-plan check FILE...\n"
+      "       strata-plan show FILE\n"
+      "       strata-plan dump ALGO -n N COLLECTIVE [--count C] [-o FILE]\n"
+      "\n"
+      "Algorithm files: MSCCL's XML (as msccl-tools writes it) and Strata's plan files (JSON, as dump writes\n"
+      "them). STRATA_PLANS loads them into a communicator; this tool looks at them first.\n"
+      "\n"
+      "  check   runs every rank's plan in the reference interpreter, at the connection capacity the executor\n"
+      "          uses, on random data of 1-, 2-, 4- and 8-byte elements, in and out of place as the file\n"
+      "          allows, in one loop and in several loops with a tail, and accepts the file only if every\n"
+      "          rank's result is the collective's and nothing deadlocks. Prints 'proven' or 'refused' and\n"
+      "          why per file; exits 1 if any file is refused.\n"
+      "  show    the file's ranks, lanes and steps, the chunks each link carries, and its critical path in\n"
+      "          steps (lane order, cross-lane waits and messages).\n"
+      "  dump    the built-in algorithm ALGO of COLLECTIVE on N ranks as a plan file (stdout, or -o FILE),\n"
+      "          at C elements per block (default: N for allreduce, broadcast, reduce; 1 for the others):\n"
+      "          loaded back, it gives the very plans of the built-in at that count.\n");
+}
+
+[[noreturn]] void usageError(const std::string& msg) {
+  std::fprintf(stderr, "strata-plan: %s (see strata-plan --help)\n", msg.c_str());
+  std::exit(kExitUsage);
+}
+
+CollKind collectiveNamed(const std::string& name) {
+  for (int k = 0; k < kNumCollKinds; ++k)
+    if (name == collName(static_cast<CollKind>(k))) return static_cast<CollKind>(k);
+  usageError("unknown collective '" + name + "'");
+}
+
+int check(const std::vector<std::string>& files) {
+  int refused = 0;
+  for (const std::string& f : files) {
+    try {
+      auto p = loadProgram(f);
+      std::printf("%s\n", proveProgram(*p).c_str());
+    } catch (const Error& e) {
+      std::printf("%s: refused: %s\n", f.c_str(), e.what());
+      ++refused;
+    }
+  }
+  return refused ? kExitRefused : 0;
+}
+
+// Every step's level on the critical path: one more than the latest of its lane predecessor, the step it waits for,
+// and (for a receive) the send it pairs with. Returns the levels (rank, lane, step) and the path's length.
+int levels(const PlanProgram& p, std::vector<std::vector<std::vector<int>>>* out) {
+  out->assign(static_cast<size_t>(p.nranks), {});
+  std::map<std::tuple<int, int, int>, std::deque<std::tuple<int, int, int>>> sends;  // (a, b, ch) -> steps
+  for (int r = 0; r < p.nranks; ++r)
+    for (const ProgramLane& l : p.ranks[static_cast<size_t>(r)].lanes)
+      (*out)[static_cast<size_t>(r)].emplace_back(l.steps.size(), -1);
+  // Relax until nothing changes; the proof has shown the program finishes, so its graph has no cycle.
+  int longest = 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    // The k-th send on a connection pairs with the k-th receive.
+    std::map<std::tuple<int, int, int>, std::vector<int>> sendLevels;
+    for (int r = 0; r < p.nranks; ++r) {
+      const auto& lanes = p.ranks[static_cast<size_t>(r)].lanes;
+      for (size_t l = 0; l < lanes.size(); ++l)
+        for (size_t t = 0; t < lanes[l].steps.size(); ++t) {
+          const ProgramStep& s = lanes[l].steps[t];
+          Op probe;
+          probe.kind = s.kind;
+          if (probe.sends()) sendLevels[{r, s.sendPeer, s.channel}].push_back((*out)[static_cast<size_t>(r)][l][t]);
+        }
+    }
+    for (int r = 0; r < p.nranks; ++r) {
+      const auto& lanes = p.ranks[static_cast<size_t>(r)].lanes;
+      std::map<std::tuple<int, int, int>, size_t> received;
+      for (size_t l = 0; l < lanes.size(); ++l) {
+        for (size_t t = 0; t < lanes[l].steps.size(); ++t) {
+          const ProgramStep& s = lanes[l].steps[t];
+          int level = t > 0 ? (*out)[static_cast<size_t>(r)][l][t - 1] + 1 : 1;
+          if (s.afterLane >= 0)
+            level = std::max(
+                level,
+                (*out)[static_cast<size_t>(r)][static_cast<size_t>(s.afterLane)][static_cast<size_t>(s.afterStep)] + 1);
+          Op probe;
+          probe.kind = s.kind;
+          if (probe.receives()) {
+            const auto key = std::make_tuple(s.recvPeer, r, s.channel);
+            const size_t k = received[key]++;
+            const auto& sl = sendLevels[key];
+            if (k < sl.size()) level = std::max(level, sl[k] + 1);
+          }
+          int& mine = (*out)[static_cast<size_t>(r)][l][t];
+          if (level > mine && level <= 1 << 20) {
+            mine = level;
+            changed = true;
+          }
+          longest = std::max(longest, mine);
+        }
+      }
+    }
+  }
+  return longest;
+}
+
+int show(const std::string& file) {
+  auto p = loadProgram(file);
+  std::printf("%s: %s %s (%s) on %d ranks, %d chunk(s) per loop, %s, %d channel(s)\n", file.c_str(), p->format.c_str(),
+              p->name.c_str(), collName(p->kind), p->nranks, p->chunksPerLoop,
+              p->inPlace && p->outOfPlace ? "in and out of place"
+              : p->inPlace                ? "in place only"
+                                          : "out of place only",
+              p->channels());
+  std::map<std::pair<int, int>, long> chunks;  // (a, b) -> chunks a sends b per loop
+  for (int r = 0; r < p->nranks; ++r) {
+    const ProgramRank& rank = p->ranks[static_cast<size_t>(r)];
+    std::printf("%s: %zu lane(s), %d scratch chunk(s)\n", p->where(r, -1, -1).c_str(), rank.lanes.size(),
+                rank.scratchChunks);
+    for (size_t l = 0; l < rank.lanes.size(); ++l) {
+      const ProgramLane& lane = rank.lanes[l];
+      std::printf("  %s:", p->where(r, static_cast<int>(l), -1).c_str());
+      for (const ProgramStep& s : lane.steps) {
+        Op probe;
+        probe.kind = s.kind;
+        std::printf(" %s", opKindName(s.kind));
+        if (probe.receives()) std::printf("<%d", s.recvPeer);
+        if (probe.sends()) {
+          std::printf(">%d", s.sendPeer);
+          chunks[{r, s.sendPeer}] += s.src.count > 0 ? s.src.count : s.dst.count;
+        }
+        if (s.channel) std::printf("@%d", s.channel);
+        if (s.afterLane >= 0)
+          std::printf("[after %d.%d]", rank.lanes[static_cast<size_t>(s.afterLane)].id, s.afterStep);
+      }
+      std::printf("\n");
+    }
+  }
+  std::printf("chunks per loop on each link (sender -> receiver):\n");
+  for (const auto& [link, n] : chunks) std::printf("  %d -> %d: %ld\n", link.first, link.second, n);
+  std::vector<std::vector<std::vector<int>>> lv;
+  std::printf("critical path: %d step(s)\n", levels(*p, &lv));
+  return 0;
+}
+
+int dump(int argc, char** argv) {
+  std::string algo, coll, outFile;
+  int n = 0;
+  size_t count = 0;
+  std::vector<std::string> rest;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usageError(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-n") n = std::atoi(value().c_str());
+    else if (a == "--count") count = std::strtoull(value().c_str(), nullptr, 10);
+    else if (a == "-o") outFile = value();
+    else rest.push_back(a);
+  }
+  if (rest.size() != 2) usageError("dump needs ALGO and COLLECTIVE");
+  algo = rest[0];
+  coll = rest[1];
+  const CollKind kind = collectiveNamed(coll);
+  if (n < 2) usageError("dump needs -n N with N >= 2");
+  if (count == 0)
+    count = kind == CollKind::kAllReduce || kind == CollKind::kBroadcast || kind == CollKind::kReduce
+                ? static_cast<size_t>(n)
+                : 1;
+  const std::string text = writeStrataPlan(dumpProgram(kind, algo, n, count));
+  if (outFile.empty()) {
+    std::fputs(text.c_str(), stdout);
+  } else {
+    std::ofstream out(outFile);
+    out << text;
+    if (!out) throw InvalidArgument(outFile + ": cannot be written");
+  }
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2) usageError("no command");
+  const std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help") {
+    printUsage(stdout);
+    return 0;
+  }
+  if (cmd == "check") {
+    if (argc < 3) usageError("check needs a file");
+    return check(std::vector<std::string>(argv + 2, argv + argc));
+  }
+  if (cmd == "show") {
+    if (argc != 3) usageError("show needs one file");
+    return show(argv[2]);
+  }
+  if (cmd == "dump") return dump(argc - 2, argv + 2);
+  usageError("unknown command '" + cmd + "'");
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  try {
+    return strata::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata-plan: %s\n", e.what());
+    return 1;
+  }
+}
