@@ -297,6 +297,12 @@ std::vector<Prediction> predictAll(CollKind kind, size_t size, const TuningInput
   return out;
 }
 
+double priceUs(const std::vector<Phase>& phases, const TuningInputs& in) {
+  if (in.nranks <= 1 || phases.empty()) return 0;
+  const Model m(in);
+  return m.timeUs(phases);
+}
+
 bool shapeCounts(CollKind kind, const std::string& algorithm, size_t size, const TuningInputs& in,
                  ShapeCounts* counts) {
   *counts = ShapeCounts{};

@@ -79,6 +79,8 @@ bool modelCompares(CollKind kind);
 /// long, fastest first. Algorithms that do not apply to the layout (AlgorithmRecord::applies: hierarchical on one
 /// host) are left out; every record that applies is priced by its cost shape.
 std::vector<Prediction> predictAll(CollKind kind, size_t bytes, const TuningInputs& in);
+/// The model's time of a call made of `phases` (a loaded plan program's shape, plan_program.h).
+double priceUs(const std::vector<Phase>& phases, const TuningInputs& in);
 
 /// An algorithm's shape as the model prices it, summed over its phases: the counts tests/unit/test_cost_model.cc
 /// takes from the generated plans too, to catch a generator and the model drifting apart. NaN: a count the

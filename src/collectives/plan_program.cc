@@ -335,6 +335,103 @@ Plan planOf(const PlanProgram& p, const CollArgs& args, std::vector<std::vector<
   return plan;
 }
 
+std::vector<std::vector<std::vector<int>>> stepLevels(const PlanProgram& p, int* longest) {
+  std::vector<std::vector<std::vector<int>>> level(static_cast<size_t>(p.nranks));
+  size_t total = 0;
+  for (int r = 0; r < p.nranks; ++r)
+    for (const ProgramLane& l : p.ranks[static_cast<size_t>(r)].lanes) {
+      level[static_cast<size_t>(r)].emplace_back(l.steps.size(), 0);
+      total += l.steps.size();
+    }
+  // Relaxation: each pass lifts every step to its predecessors' level + 1; an acyclic program settles within one pass
+  // per step on its longest path.
+  int most = 0;
+  for (size_t pass = 0;; ++pass) {
+    if (pass > total + 1)
+      throw InvalidArgument(p.file + ": its steps wait on each other in a cycle (through messages and dependencies)");
+    bool changed = false;
+    // The k-th send on a connection (a, b, channel) pairs with the k-th receive.
+    std::map<std::tuple<int, int, int>, std::vector<int>> sent;
+    for (int r = 0; r < p.nranks; ++r) {
+      const auto& lanes = p.ranks[static_cast<size_t>(r)].lanes;
+      for (size_t l = 0; l < lanes.size(); ++l)
+        for (size_t t = 0; t < lanes[l].steps.size(); ++t) {
+          const ProgramStep& s = lanes[l].steps[t];
+          Op probe;
+          probe.kind = s.kind;
+          if (probe.sends()) sent[{r, s.sendPeer, s.channel}].push_back(level[static_cast<size_t>(r)][l][t]);
+        }
+    }
+    for (int r = 0; r < p.nranks; ++r) {
+      const auto& lanes = p.ranks[static_cast<size_t>(r)].lanes;
+      auto& mine = level[static_cast<size_t>(r)];
+      std::map<std::tuple<int, int, int>, size_t> received;
+      for (size_t l = 0; l < lanes.size(); ++l) {
+        for (size_t t = 0; t < lanes[l].steps.size(); ++t) {
+          const ProgramStep& s = lanes[l].steps[t];
+          int at = t > 0 ? mine[l][t - 1] + 1 : 1;
+          if (s.afterLane >= 0)
+            at = std::max(at, mine[static_cast<size_t>(s.afterLane)][static_cast<size_t>(s.afterStep)] + 1);
+          Op probe;
+          probe.kind = s.kind;
+          if (probe.receives()) {
+            const auto key = std::make_tuple(s.recvPeer, r, s.channel);
+            const size_t k = received[key]++;
+            const auto& from = sent[key];
+            if (k < from.size()) at = std::max(at, from[k] + 1);
+          }
+          if (at > mine[l][t]) {
+            mine[l][t] = at;
+            changed = true;
+          }
+          most = std::max(most, mine[l][t]);
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  if (longest) *longest = most;
+  return level;
+}
+
+ProgramFigures programFigures(const PlanProgram& p) {
+  ProgramFigures f;
+  stepLevels(p, &f.criticalSteps);
+  f.criticalSteps = std::max(1, f.criticalSteps);
+  for (const ProgramRank& rank : p.ranks) {
+    double sent = 0, reduced = 0;
+    std::vector<int> peers;
+    for (const ProgramLane& lane : rank.lanes)
+      for (const ProgramStep& s : lane.steps) {
+        Op probe;
+        probe.kind = s.kind;
+        const int chunks = usesSrc(s.kind) ? s.src.count : s.dst.count;
+        if (probe.sends()) {
+          sent += chunks;
+          if (std::find(peers.begin(), peers.end(), s.sendPeer) == peers.end()) peers.push_back(s.sendPeer);
+        }
+        if (s.kind == OpKind::kRecvReduce || s.kind == OpKind::kRecvReduceSend ||
+            s.kind == OpKind::kRecvReduceCopySend || s.kind == OpKind::kReduceLocal)
+          reduced += chunks;
+      }
+    f.sentChunks = std::max(f.sentChunks, sent);
+    f.reducedChunks = std::max(f.reducedChunks, reduced);
+    f.sendPeers = std::max(f.sendPeers, static_cast<int>(peers.size()));
+  }
+  return f;
+}
+
+std::vector<Phase> programShape(const PlanProgram& p, const ProgramFigures& f, double bytes) {
+  const double chunkBytes = bytes / std::max(1, p.chunksPerLoop);
+  Phase ph;
+  ph.pattern = Phase::Pattern::kDirect;
+  ph.steps = f.criticalSteps;
+  ph.fanout = std::max(1, f.sendPeers);
+  ph.stepBytes = f.sentChunks * chunkBytes / ph.steps / ph.fanout;
+  ph.reduceBytes = f.reducedChunks * chunkBytes;
+  return {ph};
+}
+
 PlanProgram dumpProgram(CollKind kind, const std::string& algorithm, int nranks, size_t count,
                         const std::vector<int>& hostOf) {
   const AlgorithmRecord& record = algorithmOf(kind, algorithm);

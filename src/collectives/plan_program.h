@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "collectives/coll_args.h"
+#include "collectives/cost_shape.h"
 #include "collectives/plan.h"
 
 namespace strata {
@@ -108,6 +109,23 @@ bool programServes(const PlanProgram& p, int nranks, size_t bytes, bool inPlace,
 /// Rank args.rank's plan of the program for args (kind and nranks must be the program's): the program's steps on
 /// each loop's slices, then the tail. `origins`, when given, gets each op's origin (index: lane, op).
 Plan planOf(const PlanProgram& p, const CollArgs& args, std::vector<std::vector<OpOrigin>>* origins = nullptr);
+
+/// Every step's level on the program's critical path (index: rank, lane, step): one more than the latest of its
+/// lane predecessor, the step it waits for and, for a receive, the send it pairs with. `longest` gets the path's
+/// length in steps. Throws InvalidArgument if the steps wait on each other in a cycle (through messages).
+std::vector<std::vector<std::vector<int>>> stepLevels(const PlanProgram& p, int* longest);
+
+/// What the cost model prices of a program, per loop, for its busiest rank.
+struct ProgramFigures {
+  int criticalSteps = 1;     // stepLevels' longest path
+  int sendPeers = 1;         // peers it sends to
+  double sentChunks = 0;     // chunks it sends
+  double reducedChunks = 0;  // chunks it reduces
+};
+ProgramFigures programFigures(const PlanProgram& p);
+/// The program's cost shape for a call whose larger buffer is `bytes`: the critical path as rounds in which the
+/// busiest rank sends its chunks to its peers at once (Phase::Pattern::kDirect), and its reductions.
+std::vector<Phase> programShape(const PlanProgram& p, const ProgramFigures& f, double bytes);
 
 /// A built-in algorithm's plans for `nranks` ranks (hostOf: the host of each rank, empty: one) at `count` elements
 /// per block, in one loop, as a program whose chunk is one element: planOf at that count gives the same plans.

@@ -13,7 +13,8 @@ Selector::Selector(std::map<std::string, std::string> forced, TuningInputs tunin
   checkForced(forced_);
 }
 
-void Selector::checkForced(const std::map<std::string, std::string>& forced, bool algorithmsToo) {
+void Selector::checkForced(const std::map<std::string, std::string>& forced, bool algorithmsToo,
+                           const std::vector<LoadedProgram>& programs) {
   for (const auto& [coll, algo] : forced) {
     std::string known;
     int found = -1;
@@ -24,19 +25,57 @@ void Selector::checkForced(const std::map<std::string, std::string>& forced, boo
     }
     if (found < 0) throw InvalidArgument("STRATA_ALGO names unknown collective '" + coll + "' (known: " + known + ")");
     const auto kind = static_cast<CollKind>(found);
-    if (algorithmsToo && !findAlgorithm(kind, algo)) {
+    bool loaded = false;
+    for (const LoadedProgram& p : programs) loaded |= p.program->kind == kind && p.program->name == algo;
+    if (algorithmsToo && !loaded && !findAlgorithm(kind, algo)) {
       std::string list;
       for (const std::string& n : algorithmsFor(kind)) list += (list.empty() ? "" : ", ") + n;
+      for (const LoadedProgram& p : programs)
+        if (p.program->kind == kind) list += ", " + p.program->name + " (" + p.program->file + ")";
       throw InvalidArgument(
           strprintf("STRATA_ALGO: %s has no algorithm '%s' (available: %s)", coll.c_str(), algo.c_str(), list.c_str()));
     }
   }
 }
 
-Prediction Selector::choose(CollKind kind, size_t bytes) const {
+void Selector::setPrograms(std::vector<LoadedProgram> programs) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  programs_ = std::move(programs);
+  decisions_.clear();
+}
+
+const LoadedProgram* Selector::findProgram(CollKind kind, std::string_view name) const {
+  for (const LoadedProgram& p : programs_)
+    if (p.program->kind == kind && p.program->name == name) return &p;
+  return nullptr;
+}
+
+Plan Selector::makePlan(const CollArgs& args, const std::string& algorithm) const {
+  if (const LoadedProgram* p = findProgram(args.kind, algorithm)) return planOf(*p->program, args);
+  return strata::makePlan(args, algorithm);
+}
+
+Prediction Selector::choose(CollKind kind, size_t bytes, bool inPlace) const {
   if (!forced_.empty()) {
     const std::string coll = collName(kind);
     auto forced = forced_.find(coll);
+    if (forced != forced_.end() && !programs_.empty()) {
+      if (const LoadedProgram* p = findProgram(kind, forced->second)) {
+        std::string why;
+        if (programServes(*p->program, tuning_.nranks, bytes, inPlace, &why)) {
+          STRATA_INFO(kLogTuning, "rank %d: %s of %zu bytes%s: %s, forced (STRATA_ALGO), from %s", rank_, coll.c_str(),
+                      bytes, inPlace ? " in place" : "", p->program->name.c_str(), p->program->file.c_str());
+          return Prediction{p->program->name,
+                            priceUs(programShape(*p->program, p->figures, static_cast<double>(bytes)), tuning_)};
+        }
+        STRATA_INFO(kLogTuning,
+                    "rank %d: %s of %zu bytes%s: STRATA_ALGO's %s (%s) does not serve it: %s; a built-in "
+                    "does",
+                    rank_, coll.c_str(), bytes, inPlace ? " in place" : "", p->program->name.c_str(),
+                    p->program->file.c_str(), why.c_str());
+        forced = forced_.end();
+      }
+    }
     if (forced != forced_.end()) {
       if (!findAlgorithm(kind, forced->second)) {
         std::string list;
@@ -47,13 +86,16 @@ Prediction Selector::choose(CollKind kind, size_t bytes) const {
       return Prediction{forced->second, predictedUs(kind, bytes, forced->second)};
     }
   }
-  // One rank, and the collectives with a single algorithm: nothing to compare.
-  if (tuning_.nranks <= 1 || !modelCompares(kind)) return Prediction{defaultAlgorithm(kind).name, 0};
+  // One rank, and the collectives with a single algorithm and no loaded program: nothing to compare.
+  bool programOfKind = false;
+  for (const LoadedProgram& p : programs_) programOfKind |= p.program->kind == kind;
+  if (tuning_.nranks <= 1 || (!modelCompares(kind) && !programOfKind))
+    return Prediction{defaultAlgorithm(kind).name, 0};
   std::lock_guard<std::mutex> lk(mutex_);
-  const auto key = std::make_pair(static_cast<int>(kind), bytes);
+  const auto key = std::make_tuple(static_cast<int>(kind), bytes, inPlace && !programs_.empty());
   auto it = decisions_.find(key);
   if (it != decisions_.end()) return it->second;
-  const std::vector<Prediction> all = predictions(kind, bytes);
+  const std::vector<Prediction> all = predictions(kind, bytes, inPlace);
   if (logEnabled(LogLevel::kInfo, kLogTuning)) {
     std::string alternatives;
     for (const Prediction& p : all) alternatives += strprintf(" %s=%.1fus", p.algorithm.c_str(), p.us);
@@ -72,8 +114,21 @@ double Selector::predictedUs(CollKind kind, size_t bytes, const std::string& alg
   return 0;
 }
 
-std::vector<Prediction> Selector::predictions(CollKind kind, size_t bytes) const {
-  if (!simulating()) return predictAll(kind, bytes, tuning_);
+std::vector<Prediction> Selector::predictions(CollKind kind, size_t bytes, bool inPlace) const {
+  std::vector<Prediction> out = simulating() ? simulated(kind, bytes) : predictAll(kind, bytes, tuning_);
+  bool added = false;
+  for (const LoadedProgram& p : programs_) {
+    if (p.program->kind != kind || !programServes(*p.program, tuning_.nranks, bytes, inPlace, nullptr)) continue;
+    out.push_back(
+        Prediction{p.program->name, priceUs(programShape(*p.program, p.figures, static_cast<double>(bytes)), tuning_)});
+    added = true;
+  }
+  if (added)
+    std::stable_sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) { return a.us < b.us; });
+  return out;
+}
+
+std::vector<Prediction> Selector::simulated(CollKind kind, size_t bytes) const {
   const SimCluster cluster = clusterFromTuning(tuning_, simPieceBytes_, simSlots_);
   SimCall call;
   call.kind = kind;

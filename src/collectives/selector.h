@@ -6,15 +6,26 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "collectives/algorithms.h"
 #include "collectives/cost_model.h"
+#include "collectives/plan_program.h"
 
 namespace strata {
+
+/// A proven plan program (STRATA_PLANS, core/plan_registry.h) with what the cost model prices of it.
+struct LoadedProgram {
+  std::shared_ptr<const PlanProgram> program;
+  ProgramFigures figures;
+  std::string digest;  // "name@hash of its plan file", the same on every rank that loaded the same file
+};
 
 class Selector {
  public:
@@ -24,11 +35,23 @@ class Selector {
   Selector(std::map<std::string, std::string> forced, TuningInputs tuning, int rank);
   /// The constructor's check of `forced`, for callers that want it before any communication; `algorithmsToo` also
   /// refuses an algorithm name the collective does not have (communicator creation: a misspelt name fails at once).
-  static void checkForced(const std::map<std::string, std::string>& forced, bool algorithmsToo = false);
+  /// `programs`: the loaded programs, whose names count as algorithms of their collective.
+  static void checkForced(const std::map<std::string, std::string>& forced, bool algorithmsToo = false,
+                          const std::vector<LoadedProgram>& programs = {});
 
-  /// The algorithm for a call of `kind` whose full buffer (nccl-tests' "size") is `bytes`, with the model's
-  /// predicted time (0 where it has none). Throws InvalidArgument for a forced algorithm `kind` lacks.
-  Prediction choose(CollKind kind, size_t bytes) const;
+  /// Offers loaded programs (STRATA_PLANS) beside the built-ins: one that serves a call (its collective, rank
+  /// count, minBytes..maxBytes and placement) is priced by its shape and chosen where cheaper, or where STRATA_ALGO
+  /// names it; a forced program that does not serve a call leaves it to the built-ins, with an INFO line saying why.
+  void setPrograms(std::vector<LoadedProgram> programs);
+  const std::vector<LoadedProgram>& programs() const { return programs_; }
+  /// The loaded program of `kind` named `name`, or nullptr.
+  const LoadedProgram* findProgram(CollKind kind, std::string_view name) const;
+
+  /// The algorithm for a call of `kind` whose full buffer (nccl-tests' "size") is `bytes`, in place or not, with
+  /// the model's predicted time (0 where it has none). Throws InvalidArgument for a forced algorithm `kind` lacks.
+  Prediction choose(CollKind kind, size_t bytes, bool inPlace = false) const;
+  /// The plan of `algorithm` (a loaded program's name, else a built-in's) for `args`.
+  Plan makePlan(const CollArgs& args, const std::string& algorithm) const;
   /// The model's predicted time of `algorithm` for that call (0 if it has none).
   double predictedUs(CollKind kind, size_t bytes, const std::string& algorithm) const;
 
@@ -46,12 +69,16 @@ class Selector {
   TuningInputs tuning_;
   int rank_ = 0;
   mutable std::mutex mutex_;
-  mutable std::map<std::pair<int, size_t>, Prediction> decisions_;  // (collective, bytes) -> choice
-  size_t simPieceBytes_ = 0;                                        // > 0: STRATA_TUNE=sim
+  mutable std::map<std::tuple<int, size_t, bool>, Prediction> decisions_;  // (collective, bytes, in place) -> choice
+  std::vector<LoadedProgram> programs_;
+  size_t simPieceBytes_ = 0;  // > 0: STRATA_TUNE=sim
   int simSlots_ = 0;
 
-  /// Every algorithm's predicted time, fastest first: the cost model's, or the simulator's.
-  std::vector<Prediction> predictions(CollKind kind, size_t bytes) const;
+  /// Every algorithm's predicted time, fastest first: the cost model's, or the simulator's; and the loaded programs
+  /// that serve the call (in place or not), priced by the model.
+  std::vector<Prediction> predictions(CollKind kind, size_t bytes, bool inPlace = false) const;
+  /// The built-ins' times simulated (STRATA_TUNE=sim).
+  std::vector<Prediction> simulated(CollKind kind, size_t bytes) const;
 };
 
 }  // namespace strata

@@ -103,7 +103,8 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
       if (planCache_.size() > 256) planCache_.clear();
       auto fresh = std::make_unique<CachedPlan>();
       args.hostOf = hostOf_;
-      fresh->plan = makePlan(args, selector_.choose(call.kind, callBytes(call, nranks_)).algorithm);
+      fresh->plan =
+          selector_.makePlan(args, selector_.choose(call.kind, callBytes(call, nranks_), args.inPlace).algorithm);
       fresh->peers = planPeers(fresh->plan);
       if (SendRefs::worthAnalysing(fresh->plan, esize, pieceBytes_)) {
         // In place, the send buffer is part of the receive buffer: a send from it races with writes there.
@@ -119,7 +120,7 @@ void CollectiveExecutor::runCollective(const CollCall& call) {
         fresh->refs.dropReducedByPeers(fresh->plan, [&](int peer) {
           CollArgs theirs = args;
           theirs.rank = peer;
-          return makePlan(theirs, fresh->plan.algorithm);
+          return selector_.makePlan(theirs, fresh->plan.algorithm);
         });
       }
       it = planCache_.emplace(key, std::move(fresh)).first;

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "collectives/cost_model.h"
+#include "core/plan_registry.h"
 #include "topology/host.h"
 #include "util/error.h"
 #include "util/json_escape.h"
@@ -153,14 +154,32 @@ CommImpl::CommImpl(const Config& config, std::shared_ptr<Bootstrap> bootstrap)
 
 std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr<Bootstrap> bootstrap,
                                            std::string name) {
-  Selector::checkForced(config.algo, true);   // before any communication, so a misspelt name fails at once
+  // Before any communication, so a misspelt name or a file that fails its proof fails at once.
+  std::vector<LoadedProgram> programs = loadPlanPrograms(config.plans, config.pieceBytes, config.nslots);
+  Selector::checkForced(config.algo, true, programs);
   bootstrap->setTimeoutMs(config.timeoutMs);  // a split or shrink view had its parent's until now
   std::shared_ptr<CommImpl> comm(new CommImpl(config, std::move(bootstrap)));
   comm->name_ = std::move(name);
   Bootstrap& boot = *comm->bootstrap_;
   const int me = comm->rank_;
+  // The host identities, and with them the loaded programs' digests: ranks that would choose among different
+  // algorithms must not run together.
+  const std::string myDigest = programsDigest(programs);
   const std::string myHost = hostIdentity(config);
-  for (auto& h : boot.allGather(myHost.data(), myHost.size())) comm->hostIds_.emplace_back(h.begin(), h.end());
+  const std::string mine = myHost + '\0' + myDigest;
+  std::vector<std::string> digests;
+  for (auto& h : boot.allGather(mine.data(), mine.size())) {
+    const std::string all(h.begin(), h.end());
+    const size_t cut = std::min(all.find('\0'), all.size());
+    comm->hostIds_.push_back(all.substr(0, cut));
+    digests.push_back(cut < all.size() ? all.substr(cut + 1) : "");
+  }
+  for (size_t r = 0; r < digests.size(); ++r)
+    if (digests[r] != myDigest)
+      throw InvalidArgument(
+          strprintf("STRATA_PLANS differs between ranks: rank %d loaded {%s}, rank %zu loaded {%s} "
+                    "(every rank must load the same algorithm files)",
+                    me, myDigest.c_str(), r, digests[r].c_str()));
   for (auto& h : comm->hostIds_) comm->oneHost_ &= h == comm->hostIds_[0];
   {
     std::map<std::string, int> leader;
@@ -179,6 +198,7 @@ std::shared_ptr<CommImpl> CommImpl::create(const Config& config, std::shared_ptr
   const bool oversubscribed = hostOversubscribed(boot, comm->hostIds_, me);
 
   comm->selector_ = std::make_unique<Selector>(config.algo, tuningInputs(comm->topology_, comm->chunkBytes()), me);
+  comm->selector_->setPrograms(std::move(programs));
   comm->conns_ = std::make_unique<ConnectionTable>(me, comm->config_, boot, std::move(sameHost));
   comm->waitBoard_ = std::make_unique<BootstrapWaitBoard>(comm->bootstrap_);
   comm->progress_ = std::make_unique<Progress>(config.timeoutMs, oversubscribed ? 0 : config.spinUs, *comm->conns_,

@@ -46,9 +46,11 @@ size_t align16(size_t x) { return (x + 15) / 16 * 16; }
 // The executor's algorithm per collective: STRATA_ALGO's where it forces one, else the collective's default
 // (algorithms.h), the ring-like plans NCCL chooses over NVLink, which are device-capable
 // (tests/unit/test_algorithms.cc).
+// STRATA_ALGO's built-in for `k`, else the default: a loaded plan program (STRATA_PLANS) has channels and nops the
+// executor does not lower yet, so device calls run the built-ins.
 std::string execAlgorithm(const Config& config, CollKind k) {
   const auto forced = config.algo.find(collName(k));
-  if (forced != config.algo.end()) return forced->second;
+  if (forced != config.algo.end() && findAlgorithm(k, forced->second)) return forced->second;
   return defaultAlgorithm(k).name;
 }
 

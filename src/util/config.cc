@@ -29,6 +29,9 @@ constexpr ConfigVar kConfigVars[] = {
     {"STRATA_SOCKET_IFNAME", "", TextField{&Config::socketIfname}, "interface whose address ranks advertise"},
     {"STRATA_HOSTID", "", TextField{&Config::hostId}, "host identity override; equal ids share a host"},
     {"STRATA_ALGO", "", AlgoSpecField{&Config::algo}, "forced algorithms, e.g. allreduce:ring,allgather:ring"},
+    {"STRATA_PLANS", "", TextField{&Config::plans},
+     "algorithm files (MSCCL XML, Strata plan files) or folders of them, comma-separated: each is proven, then "
+     "offered to the selector under its name"},
     {"STRATA_PIECE_BYTES", "128K", IntegerField{&Config::pieceBytes, 256, 64 << 20, 64},
      "bytes per transport message (FIFO slot)"},
     {"STRATA_NSLOTS", "8", IntegerField{&Config::nslots, 2, 1024}, "FIFO slots per connection direction"},

@@ -35,6 +35,8 @@ struct Config {
   std::string hostId;
   /// STRATA_ALGO: forced algorithms per collective, e.g. "allreduce:ring,allgather:ring". Unset: none.
   std::map<std::string, std::string> algo;
+  /// STRATA_PLANS: algorithm files (MSCCL's XML, Strata's plan files) or folders of them, comma-separated.
+  std::string plans;
   /// STRATA_PIECE_BYTES: size of one transport message (a FIFO slot).
   size_t pieceBytes;
   /// STRATA_NSLOTS: slots per connection direction; a connection buffers nslots * pieceBytes.

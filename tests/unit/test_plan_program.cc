@@ -3,13 +3,18 @@
 // built-in algorithm dumped to a Strata plan file and loaded back (identical plans), and hand-broken files, each
 // refused with the reason and the gpu, tb and step.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "collectives/algorithms.h"
 #include "collectives/plan_program.h"
+#include "collectives/selector.h"
 #include "core/plan_proof.h"
+#include "core/plan_registry.h"
 #include "util/error.h"
 
 namespace strata {
@@ -416,6 +421,99 @@ TEST(PlanChannels, LanesOnDifferentChannelsMayShareAPeerButNotOneChannel) {
   nop.afterOps = 1;
   plan.lanes[1] = {nop};
   EXPECT_NO_THROW(validatePlan(plan));
+}
+
+}  // namespace
+}  // namespace strata
+
+// ---- STRATA_PLANS: loading, naming and the selector ---------------------------------------------------------------
+
+namespace strata {
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char buf[] = "/tmp/strata-plans-XXXXXX";
+    path = mkdtemp(buf);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string file = path + "/" + name;
+    std::ofstream(file) << text;
+    return file;
+  }
+};
+
+std::string loadError(const std::string& spec) {
+  try {
+    loadPlanPrograms(spec, 128 * 1024, 8);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PlanRegistry, LoadsFilesAndFoldersInNameOrderAndRefusesClashes) {
+  TempDir dir;
+  dir.write("b_ring.xml", xml(ringAllReduce(4, 1, 1)));
+  dir.write("a_pairs.xml", xml(allPairsAllReduce(4, 1, true)));
+  dir.write("notes.txt", "not a plan");
+  const auto loaded = loadPlanPrograms(dir.path, 128 * 1024, 8);
+  ASSERT_EQ(loaded.size(), 2u);
+  EXPECT_EQ(loaded[0].program->name, "allpairs_allreduce_n4_m1_nop");
+  EXPECT_EQ(loaded[1].program->name, "ring_allreduce_n4_c1_m1");
+  EXPECT_GT(loaded[1].figures.criticalSteps, 1);
+  EXPECT_EQ(programsDigest(loaded), loaded[0].digest + "," + loaded[1].digest);
+  // The same file twice: two algorithms of one name.
+  const std::string ring = dir.path + "/b_ring.xml";
+  EXPECT_NE(loadError(ring + "," + ring).find("both name a allreduce algorithm 'ring_allreduce_n4_c1_m1'"),
+            std::string::npos);
+  // A built-in's name.
+  XAlgo named = ringAllReduce(4, 1, 1);
+  named.name = "ring";
+  const std::string clash = dir.write("clash.xml", xml(named));
+  EXPECT_NE(loadError(clash).find("its name 'ring' is a built-in allreduce algorithm's"), std::string::npos);
+  EXPECT_NE(loadError(dir.path + "/missing.xml").find("missing.xml: cannot be read"), std::string::npos);
+  // A file that fails its proof names itself and why.
+  XAlgo wrong = ringAllReduce(4, 1, 1);
+  wrong.gpus[2].tbs[0].steps[1].srcoff = 0;
+  const std::string bad = dir.write("wrong.xml", xml(wrong));
+  EXPECT_NE(loadError(bad).find("STRATA_PLANS: " + bad + ": int8, out of place"), std::string::npos) << loadError(bad);
+}
+
+TEST(PlanRegistry, SelectorUsesAForcedProgramWhereItServesAndTheBuiltInsElsewhere) {
+  TempDir dir;
+  dir.write("ring.xml", xml(ringAllReduce(4, 2, 1)));  // out of place only
+  TuningInputs tuning;
+  tuning.nranks = 4;
+  Selector sel({{"allreduce", "ring_allreduce_n4_c2_m1"}}, tuning, 0);
+  EXPECT_THROW(Selector::checkForced({{"allreduce", "ring_allreduce_n4_c2_m1"}}, true), InvalidArgument);
+  const auto programs = loadPlanPrograms(dir.path, 128 * 1024, 8);
+  EXPECT_NO_THROW(Selector::checkForced({{"allreduce", "ring_allreduce_n4_c2_m1"}}, true, programs));
+  sel.setPrograms(programs);
+  EXPECT_EQ(sel.choose(CollKind::kAllReduce, 4096, false).algorithm, "ring_allreduce_n4_c2_m1");
+  const std::string inPlace = sel.choose(CollKind::kAllReduce, 4096, true).algorithm;
+  EXPECT_TRUE(findAlgorithm(CollKind::kAllReduce, inPlace)) << inPlace;
+  // Its plan is the program's, on two channels, with the tail (4096 / 4 bytes is not a multiple of 8 chunks: 1024
+  // elements are) on none: 1024 % 8 == 0.
+  CollArgs args = makeCollArgs(CollKind::kAllReduce, 4, 1, 1024, 1 << 16);
+  const Plan plan = sel.makePlan(args, "ring_allreduce_n4_c2_m1");
+  EXPECT_EQ(plan.algorithm, "ring_allreduce_n4_c2_m1");
+  EXPECT_EQ(planChannels(plan), 2);
+  EXPECT_EQ(sel.makePlan(args, "ring").algorithm, "ring");
+  // Not forced: the program is priced beside the built-ins.
+  Selector free({}, tuning, 0);
+  free.setPrograms(programs);
+  const Prediction chosen = free.choose(CollKind::kAllReduce, 1 << 20, false);
+  EXPECT_GT(chosen.us, 0);
+  EXPECT_TRUE(chosen.algorithm == "ring_allreduce_n4_c2_m1" || findAlgorithm(CollKind::kAllReduce, chosen.algorithm));
+  // Another rank count: never offered.
+  TuningInputs eight = tuning;
+  eight.nranks = 8;
+  Selector other({{"allreduce", "ring_allreduce_n4_c2_m1"}}, eight, 0);
+  other.setPrograms(programs);
+  EXPECT_TRUE(findAlgorithm(CollKind::kAllReduce, other.choose(CollKind::kAllReduce, 4096, false).algorithm));
 }
 
 }  // namespace

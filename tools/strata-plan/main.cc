@@ -4,12 +4,10 @@
 //   dump ALGO -n N COLL [--count C]   a built-in algorithm as a Strata plan file
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <exception>
 #include <fstream>
 #include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "collectives/algorithms.h"
@@ -70,62 +68,6 @@ int check(const std::vector<std::string>& files) {
   return refused ? kExitRefused : 0;
 }
 
-// Every step's level on the critical path: one more than the latest of its lane predecessor, the step it waits for,
-// and (for a receive) the send it pairs with. Returns the levels (rank, lane, step) and the path's length.
-int levels(const PlanProgram& p, std::vector<std::vector<std::vector<int>>>* out) {
-  out->assign(static_cast<size_t>(p.nranks), {});
-  std::map<std::tuple<int, int, int>, std::deque<std::tuple<int, int, int>>> sends;  // (a, b, ch) -> steps
-  for (int r = 0; r < p.nranks; ++r)
-    for (const ProgramLane& l : p.ranks[static_cast<size_t>(r)].lanes)
-      (*out)[static_cast<size_t>(r)].emplace_back(l.steps.size(), -1);
-  // Relax until nothing changes; the proof has shown the program finishes, so its graph has no cycle.
-  int longest = 0;
-  for (bool changed = true; changed;) {
-    changed = false;
-    // The k-th send on a connection pairs with the k-th receive.
-    std::map<std::tuple<int, int, int>, std::vector<int>> sendLevels;
-    for (int r = 0; r < p.nranks; ++r) {
-      const auto& lanes = p.ranks[static_cast<size_t>(r)].lanes;
-      for (size_t l = 0; l < lanes.size(); ++l)
-        for (size_t t = 0; t < lanes[l].steps.size(); ++t) {
-          const ProgramStep& s = lanes[l].steps[t];
-          Op probe;
-          probe.kind = s.kind;
-          if (probe.sends()) sendLevels[{r, s.sendPeer, s.channel}].push_back((*out)[static_cast<size_t>(r)][l][t]);
-        }
-    }
-    for (int r = 0; r < p.nranks; ++r) {
-      const auto& lanes = p.ranks[static_cast<size_t>(r)].lanes;
-      std::map<std::tuple<int, int, int>, size_t> received;
-      for (size_t l = 0; l < lanes.size(); ++l) {
-        for (size_t t = 0; t < lanes[l].steps.size(); ++t) {
-          const ProgramStep& s = lanes[l].steps[t];
-          int level = t > 0 ? (*out)[static_cast<size_t>(r)][l][t - 1] + 1 : 1;
-          if (s.afterLane >= 0)
-            level = std::max(
-                level,
-                (*out)[static_cast<size_t>(r)][static_cast<size_t>(s.afterLane)][static_cast<size_t>(s.afterStep)] + 1);
-          Op probe;
-          probe.kind = s.kind;
-          if (probe.receives()) {
-            const auto key = std::make_tuple(s.recvPeer, r, s.channel);
-            const size_t k = received[key]++;
-            const auto& sl = sendLevels[key];
-            if (k < sl.size()) level = std::max(level, sl[k] + 1);
-          }
-          int& mine = (*out)[static_cast<size_t>(r)][l][t];
-          if (level > mine && level <= 1 << 20) {
-            mine = level;
-            changed = true;
-          }
-          longest = std::max(longest, mine);
-        }
-      }
-    }
-  }
-  return longest;
-}
-
 int show(const std::string& file) {
   auto p = loadProgram(file);
   std::printf("%s: %s %s (%s) on %d ranks, %d chunk(s) per loop, %s, %d channel(s)\n", file.c_str(), p->format.c_str(),
@@ -160,8 +102,9 @@ int show(const std::string& file) {
   }
   std::printf("chunks per loop on each link (sender -> receiver):\n");
   for (const auto& [link, n] : chunks) std::printf("  %d -> %d: %ld\n", link.first, link.second, n);
-  std::vector<std::vector<std::vector<int>>> lv;
-  std::printf("critical path: %d step(s)\n", levels(*p, &lv));
+  int longest = 0;
+  stepLevels(*p, &longest);
+  std::printf("critical path: %d step(s)\n", longest);
   return 0;
 }
 
