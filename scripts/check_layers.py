@@ -57,9 +57,10 @@ EXCEPTIONS = {
     # on those internals, linked statically.
     "tools/strata-topo/main.cc": ("bootstrap/", "topology/", "collectives/algorithms.h", "collectives/cost_model.h",
                                   "util/config.h", "util/error.h"),
-    # strata-sim runs the plan generators and the simulator, and reads its cluster files with the JSON reader.
-    "tools/strata-sim/main.cc": ("collectives/algorithms.h", "collectives/host_layout.h", "collectives/sim.h",
-                                 "topology/json.h", "util/error.h"),
+    # strata-sim runs the plan generators (and loaded plan programs) and the simulator, and reads its cluster files
+    # with the JSON reader.
+    "tools/strata-sim/main.cc": ("collectives/algorithms.h", "collectives/host_layout.h", "collectives/plan_program.h",
+                                 "collectives/sim.h", "topology/json.h", "util/error.h"),
     # strata-plan loads, proves and dumps algorithm files: the plan programs, the generators and the proof.
     "tools/strata-plan/main.cc": ("collectives/algorithms.h", "collectives/plan_program.h", "core/plan_proof.h",
                                   "util/error.h"),

@@ -31,6 +31,7 @@
 #include "collectives/coll_args.h"
 #include "collectives/cost_model.h"
 #include "collectives/plan.h"
+#include "collectives/plan_program.h"
 
 namespace strata {
 
@@ -124,6 +125,10 @@ struct SimCall {
   std::vector<int> hostOf;
   bool symmetry = true;  // false: simulate every rank (tests compare the two)
   int coarsen = 1;       // chunks and pieces this many times larger: fewer events, at a cost in accuracy
+  /// A loaded plan program (plan_program.h) to simulate instead of `algorithm`: its plans come from planOf, and on
+  /// the device executor each of its channels is one thread block (one connection per peer and channel, each
+  /// moving at most channelGBps), as its file's thread blocks are.
+  const PlanProgram* program = nullptr;
 };
 
 struct SimResult {

@@ -46,7 +46,7 @@ bool shiftsBy(const Plan& a, const Plan& b, int s, int n) {
     for (size_t i = 0; i < x.size(); ++i) {
       const size_t cx = x[i].count(), cy = y[i].count();
       if (x[i].kind != y[i].kind || shifted(x[i].sendPeer) != y[i].sendPeer ||
-          shifted(x[i].recvPeer) != y[i].recvPeer || x[i].afterLane != y[i].afterLane ||
+          shifted(x[i].recvPeer) != y[i].recvPeer || x[i].channel != y[i].channel || x[i].afterLane != y[i].afterLane ||
           x[i].afterOps != y[i].afterOps || (cx > cy ? cx - cy : cy - cx) > 1)
         return false;
     }
@@ -73,16 +73,31 @@ SimResult simulate(const SimCluster& cluster, const SimCall& call) {
   const int n = static_cast<int>(hostOf.size());
   if (n < 1) throw InvalidArgument("strata-sim: no ranks");
   const int nhosts = *std::max_element(hostOf.begin(), hostOf.end()) + 1;
-  const AlgorithmRecord& algorithm = algorithmOf(call.kind, call.algorithm);
-  if (!algorithm.applies(HostLayout(n, hostOf, "strata-sim"), call.bytes))
-    throw InvalidArgument(strprintf("strata-sim: %s needs %s", algorithm.name, algorithm.requirement));
+  const PlanProgram* program = call.program;
+  if (program) {
+    if (program->kind != call.kind || program->nranks != n)
+      throw InvalidArgument(strprintf("strata-sim: %s is a %s on %d ranks, not a %s on %d", program->file.c_str(),
+                                      collName(program->kind), program->nranks, collName(call.kind), n));
+    // Its channels are thread blocks of their own: one block's pieces and chunks, one block's rate per connection.
+    c.channels = 1;
+  } else {
+    const AlgorithmRecord& algorithm = algorithmOf(call.kind, call.algorithm);
+    if (!algorithm.applies(HostLayout(n, hostOf, "strata-sim"), call.bytes))
+      throw InvalidArgument(strprintf("strata-sim: %s needs %s", algorithm.name, algorithm.requirement));
+  }
   const size_t count = countOf(call, n);
+  auto planFor = [&](int rank) {
+    const CollArgs args = argsFor(c, call, n, rank, hostOf);
+    return program ? planOf(*program, args) : makePlan(args, call.algorithm);
+  };
 
+  SimCall named = call;  // what the engine's messages call it
+  if (program) named.algorithm = program->name;
   SimResult result;
-  result.algorithm = call.algorithm;
+  result.algorithm = named.algorithm;
   result.ranks = n;
   // Checks the algorithm's name, for every call.
-  Plan first = makePlan(argsFor(c, call, n, 0, hostOf), call.algorithm);
+  Plan first = planFor(0);
   if (count == 0 || n == 1) {
     // Nothing moves between ranks: a local copy at most.
     result.simulatedRanks = 1;
@@ -104,11 +119,11 @@ SimResult simulate(const SimCluster& cluster, const SimCall& call) {
     int base = nhosts == 1 && !hostShared ? 1 : c.ranksPerHost;
     if (c.hostsPerLeaf > 0 && nhosts > c.hostsPerLeaf) base *= c.hostsPerLeaf;
     for (int s = base; s < n && n % s == 0 && !engine; s *= 2) {
-      auto candidate = std::make_unique<SimEngine>(c, call, n, hostOf, s);
-      bool ok = shiftsBy(first, makePlan(argsFor(c, call, n, n - s, hostOf), call.algorithm), n - s, n);
+      auto candidate = std::make_unique<SimEngine>(c, named, n, hostOf, s);
+      bool ok = shiftsBy(first, planFor(n - s), n - s, n);
       for (int r = 0; r < s && ok; ++r) {
-        Plan p = r == 0 ? first : makePlan(argsFor(c, call, n, r, hostOf), call.algorithm);
-        ok = shiftsBy(p, makePlan(argsFor(c, call, n, r + s, hostOf), call.algorithm), s, n);
+        Plan p = r == 0 ? first : planFor(r);
+        ok = shiftsBy(p, planFor(r + s), s, n);
         if (ok) candidate->addPlan(p);
       }
       if (ok) {
@@ -124,10 +139,9 @@ SimResult simulate(const SimCluster& cluster, const SimCall& call) {
       throw InvalidArgument(
           strprintf("strata-sim: %s on %d ranks has no symmetry to use (its plans do not shift "
                     "with the hosts), and simulating every rank is limited to %d ranks",
-                    call.algorithm.c_str(), n, kMaxFullRanks));
-    engine = std::make_unique<SimEngine>(c, call, n, hostOf, n);
-    for (int r = 0; r < n; ++r)
-      engine->addPlan(r == 0 ? first : makePlan(argsFor(c, call, n, r, hostOf), call.algorithm));
+                    result.algorithm.c_str(), n, kMaxFullRanks));
+    engine = std::make_unique<SimEngine>(c, named, n, hostOf, n);
+    for (int r = 0; r < n; ++r) engine->addPlan(r == 0 ? first : planFor(r));
   }
   const SimResult r = engine->run();
   result.us = r.us;

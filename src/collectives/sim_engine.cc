@@ -42,7 +42,8 @@ bool reduces(OpKind k) {
 bool copies(OpKind k) { return k == OpKind::kCopy || k == OpKind::kCopySend || k == OpKind::kRecvCopySend; }
 
 struct Lane {
-  int rep = 0;  // the simulated rank (0..s-1)
+  int rep = 0;   // the simulated rank (0..s-1)
+  int cpu = -1;  // the engine it runs on: its rank's, or its own (a loaded program's thread block on the device)
   std::vector<SimOp> ops;
   size_t op = 0;                                   // the op being worked on
   size_t piece = 0;                                // its next piece
@@ -118,9 +119,12 @@ class SimEngine::Impl {
     if (c_.intra == SimCluster::Intra::kShm && memoryGBps_ > 0)
       st.memory = resourceIndex(key(kMemory, static_cast<uint64_t>(canonHost(host(rep))), 0), memoryGBps_);
     st.firstLane = static_cast<int>(lanes_.size());
+    // A loaded program on the device executor: each lane is a thread block of its own, with its own engine.
+    const bool ownEngines = c_.executor == SimCluster::Executor::kDevice && call_.program;
     for (const std::vector<Op>& ops : plan.lanes) {
       Lane& lane = lanes_.emplace_back();
       lane.rep = rep;
+      lane.cpu = ownEngines ? resourceIndex(key(kCpu, rep, lanes_.size()), 1.0) : st.cpu;
       lane.ops.reserve(ops.size());
       for (const Op& op : ops) {
         SimOp s;
@@ -313,7 +317,7 @@ class SimEngine::Impl {
     if (copies(op.kind)) work += bytes / (c_.copyGBps * 1e3);
     work *= over_;
     const RepState& rs = reps_[static_cast<size_t>(lane.rep)];
-    Resource& cpu = resources_[static_cast<size_t>(rs.cpu)];
+    Resource& cpu = resources_[static_cast<size_t>(lane.cpu)];
     double end = std::max(now, cpu.freeAt) + work;
     cpu.freeAt = end;
     if (rs.memory >= 0) {

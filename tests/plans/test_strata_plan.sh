@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# strata-plan's commands: built-ins dumped and checked (proven); generated MSCCL files proven and shown; a file with
-# one wrong step and an unreadable one refused (exit 1), the files after them still checked.
+# strata-plan's commands: built-ins dumped and checked (proven); generated MSCCL files proven, shown, drawn and
+# simulated; a file with one wrong step and an unreadable one refused (exit 1), the files after them still checked.
 # usage: test_strata_plan.sh STRATA_PLAN
 set -euo pipefail
 plan=$1
@@ -26,6 +26,14 @@ grep -q "ring.json: proven" <<<"$out" || fail "the second file was not checked"
 python3 "$here/gen_msccl.py" "$work/x" 4
 "$plan" check "$work"/x/*.xml | grep -c "proven" | grep -qx 3 || fail "generated MSCCL files not proven"
 "$plan" show "$work/x/ring_allreduce.xml" | grep -q "critical path: 7 step(s)" || fail "show"
+"$plan" svg "$work/x/ring_allreduce.xml" -o "$work/ring.svg" | grep -q "56 steps on 7 levels" || fail "svg"
+python3 -c "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); sys.exit(len(d.getElementsByTagName('line')) != 48)" \
+  "$work/ring.svg" || fail "the picture has not one arrow per message"
+clusters=$here/../../clusters
+"$plan" sim "$work/x/allpairs_allreduce.xml" --cluster "$clusters/mi300x.json" -b 1M -e 1M >"$work/sim.txt" ||
+  fail "sim: $(cat "$work/sim.txt")"
+grep -q "proven: allreduce msccl_allpairs_4" "$work/sim.txt" || fail "sim did not prove the file first"
+grep -Eq "^#.* ring .*msccl_allpairs_4" "$work/sim.txt" || fail "sim has no column for the file: $(cat "$work/sim.txt")"
 set +e
 "$plan" check "$work/missing.xml" >/dev/null
 rc=$?

@@ -13,6 +13,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/plan_program.h"
 #include "collectives/selector.h"
+#include "collectives/sim.h"
 #include "core/plan_proof.h"
 #include "core/plan_registry.h"
 #include "util/error.h"
@@ -514,6 +515,51 @@ TEST(PlanRegistry, SelectorUsesAForcedProgramWhereItServesAndTheBuiltInsElsewher
   Selector other({{"allreduce", "ring_allreduce_n4_c2_m1"}}, eight, 0);
   other.setPrograms(programs);
   EXPECT_TRUE(findAlgorithm(CollKind::kAllReduce, other.choose(CollKind::kAllReduce, 4096, false).algorithm));
+}
+
+}  // namespace
+}  // namespace strata
+
+// ---- loaded programs in the simulator ------------------------------------------------------------------------------
+
+namespace strata {
+namespace {
+
+TEST(PlanProgramSim, SimulatesAProgramWithItsSymmetryAsInFullAndItsBlocksAsChannels) {
+  const SimCluster mesh = loadCluster(std::string(STRATA_SOURCE_DIR) + "/clusters/mi300x.json");
+  auto p = load(allPairsAllReduce(8, 1, true));
+  SimCall call;
+  call.kind = CollKind::kAllReduce;
+  call.bytes = 8 << 20;
+  call.program = p.get();
+  const SimResult sym = simulate(mesh, call);
+  call.symmetry = false;
+  const SimResult full = simulate(mesh, call);
+  EXPECT_EQ(sym.algorithm, p->name);
+  EXPECT_GT(sym.us, 0);
+  EXPECT_NEAR(sym.us, full.us, 1e-9 * full.us);
+  // A program of another rank count is refused, naming both.
+  call.ranksPerHost = 4;
+  try {
+    simulate(mesh, call);
+    ADD_FAILURE() << "an 8-rank program simulated on 4 ranks";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("on 8 ranks, not a allreduce on 4"), std::string::npos) << e.what();
+  }
+  // On the device executor each thread block is a channel of its own: a ring over two blocks per neighbour moves
+  // its chunks in parallel, faster than the same ring on one block.
+  auto one = load(ringAllReduce(8, 1, 2));
+  auto two = load(ringAllReduce(8, 2, 1));
+  SimCall ring;
+  ring.kind = CollKind::kAllReduce;
+  ring.bytes = 64 << 20;
+  SimCluster capped = loadCluster(std::string(STRATA_SOURCE_DIR) + "/clusters/dgx-h200.json");
+  capped.channelGBps = 20;  // a block moves at most 20 GB/s: the blocks, not the links, bound the rings
+  ring.program = one.get();
+  const double oneBlock = simulate(capped, ring).us;
+  ring.program = two.get();
+  const double twoBlocks = simulate(capped, ring).us;
+  EXPECT_LT(twoBlocks, 0.7 * oneBlock) << oneBlock << " " << twoBlocks;
 }
 
 }  // namespace

@@ -2,12 +2,17 @@
 //   check FILE...     the proof (core/plan_proof.h): a verdict per file, and the reasons of a refusal
 //   show FILE         per-rank lanes and steps, chunks moved per link, the critical path in steps
 //   dump ALGO -n N COLL [--count C]   a built-in algorithm as a Strata plan file
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "collectives/algorithms.h"
@@ -144,6 +149,140 @@ int dump(int argc, char** argv) {
   return 0;
 }
 
+const char* shortName(OpKind k) {
+  switch (k) {
+    case OpKind::kSend: return "s";
+    case OpKind::kRecv: return "r";
+    case OpKind::kRecvReduce: return "rrc";
+    case OpKind::kRecvReduceSend: return "rrs";
+    case OpKind::kRecvReduceCopySend: return "rrcs";
+    case OpKind::kRecvCopySend: return "rcs";
+    case OpKind::kCopy: return "cpy";
+    case OpKind::kReduceLocal: return "re";
+    case OpKind::kCopySend: return "cs";
+    case OpKind::kNop: return "nop";
+  }
+  return "?";
+}
+
+int svg(int argc, char** argv) {
+  std::string file, out;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-o" && i + 1 < argc) out = argv[++i];
+    else if (file.empty()) file = a;
+    else usageError("svg takes one file and -o OUT.svg");
+  }
+  if (file.empty() || out.empty()) usageError("svg needs FILE and -o OUT.svg");
+  auto p = loadProgram(file);
+  int longest = 0;
+  const auto level = stepLevels(*p, &longest);
+  size_t steps = 0;
+  for (const ProgramRank& r : p->ranks)
+    for (const ProgramLane& l : r.lanes) steps += l.steps.size();
+  constexpr size_t kMaxSteps = 20000;
+  if (steps > kMaxSteps)
+    throw InvalidArgument(
+        strprintf("%s: %zu steps are too many to draw (at most %zu)", file.c_str(), steps, kMaxSteps));
+  constexpr double kCol = 46, kLane = 16, kGap = 12, kLeft = 70, kTop = 40;
+  // Each rank's band: one row per lane.
+  std::vector<double> rankTop;
+  double y = kTop;
+  for (const ProgramRank& r : p->ranks) {
+    rankTop.push_back(y);
+    y += std::max<size_t>(1, r.lanes.size()) * kLane + kGap;
+  }
+  const double width = kLeft + (longest + 1) * kCol, height = y + 10;
+  auto cx = [&](int lv) { return kLeft + (lv - 0.5) * kCol; };
+  auto cy = [&](int r, size_t l) { return rankTop[static_cast<size_t>(r)] + (static_cast<double>(l) + 0.5) * kLane; };
+  std::string svgText = strprintf(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
+      "font-size=\"9\">\n<defs><marker id=\"a\" markerWidth=\"6\" markerHeight=\"6\" refX=\"5\" refY=\"3\" "
+      "orient=\"auto\"><path d=\"M0,0 L6,3 L0,6 z\" fill=\"#c33\"/></marker></defs>\n"
+      "<text x=\"4\" y=\"16\" font-size=\"12\">%s: %s %s on %d ranks, critical path %d steps</text>\n",
+      width, height, file.c_str(), p->name.c_str(), collName(p->kind), p->nranks, longest);
+  // Messages: the k-th send on (a, b, channel) to the k-th receive.
+  std::map<std::tuple<int, int, int>, std::vector<std::pair<double, double>>> sends;
+  for (int r = 0; r < p->nranks; ++r) {
+    const auto& lanes = p->ranks[static_cast<size_t>(r)].lanes;
+    svgText += strprintf("<text x=\"4\" y=\"%.1f\">rank %d</text>\n", rankTop[static_cast<size_t>(r)] + 10, r);
+    for (size_t l = 0; l < lanes.size(); ++l)
+      for (size_t t = 0; t < lanes[l].steps.size(); ++t) {
+        const ProgramStep& s = lanes[l].steps[t];
+        Op probe;
+        probe.kind = s.kind;
+        const int lv = level[static_cast<size_t>(r)][l][t];
+        svgText += strprintf(
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" stroke=\"#666\"/>"
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+            cx(lv) - kCol * 0.4, cy(r, l) - kLane * 0.4, kCol * 0.8, kLane * 0.8, probe.sends() ? "#fde" : "#eef",
+            cx(lv), cy(r, l) + 3, shortName(s.kind));
+        if (probe.sends()) sends[{r, s.sendPeer, s.channel}].emplace_back(cx(lv) + kCol * 0.4, cy(r, l));
+      }
+  }
+  for (int r = 0; r < p->nranks; ++r) {
+    const auto& lanes = p->ranks[static_cast<size_t>(r)].lanes;
+    std::map<std::tuple<int, int, int>, size_t> taken;
+    for (size_t l = 0; l < lanes.size(); ++l)
+      for (size_t t = 0; t < lanes[l].steps.size(); ++t) {
+        const ProgramStep& s = lanes[l].steps[t];
+        Op probe;
+        probe.kind = s.kind;
+        if (!probe.receives()) continue;
+        const auto key = std::make_tuple(s.recvPeer, r, s.channel);
+        const size_t k = taken[key]++;
+        const auto& from = sends[key];
+        if (k >= from.size()) continue;
+        const int lv = level[static_cast<size_t>(r)][l][t];
+        svgText += strprintf(
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c33\" "
+            "stroke-width=\"0.7\" marker-end=\"url(#a)\"/>\n",
+            from[k].first, from[k].second, cx(lv) - kCol * 0.4, cy(r, l));
+      }
+  }
+  svgText += "</svg>\n";
+  std::ofstream f(out);
+  f << svgText;
+  if (!f) throw InvalidArgument(out + ": cannot be written");
+  std::printf("%s: %zu steps on %d levels\n", out.c_str(), steps, longest);
+  return 0;
+}
+
+// strata-sim, from strata-plan's own folder (they are installed and built side by side).
+std::string simulatorPath() {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) return "strata-sim";
+  self[len] = '\0';
+  std::string dir(self);
+  return dir.substr(0, dir.rfind('/') + 1) + "strata-sim";
+}
+
+int sim(int argc, char** argv) {
+  if (argc < 1) usageError("sim needs a file");
+  const std::string file = argv[0];
+  auto p = loadProgram(file);
+  std::printf("# %s\n", proveProgram(*p).c_str());
+  std::fflush(stdout);
+  std::vector<std::string> args = {simulatorPath(), "--plan", file};
+  bool algo = false, layout = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    args.push_back(a);
+    algo |= a == "--algo";
+    layout |= a == "--hosts" || a == "--ranks-per-host";
+  }
+  if (!algo) args.insert(args.end(), {"--algo", "all"});
+  // The file's ranks on one host unless the command line lays them out.
+  if (!layout) args.insert(args.end(), {"--hosts", "1", "--ranks-per-host", std::to_string(p->nranks)});
+  args.emplace_back(collName(p->kind));
+  std::vector<char*> cargs;
+  for (std::string& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  execv(cargs[0], cargs.data());
+  throw InvalidArgument(args[0] + ": cannot be run: " + std::strerror(errno));
+}
+
 int run(int argc, char** argv) {
   if (argc < 2) usageError("no command");
   const std::string cmd = argv[1];
@@ -160,6 +299,8 @@ int run(int argc, char** argv) {
     return show(argv[2]);
   }
   if (cmd == "dump") return dump(argc - 2, argv + 2);
+  if (cmd == "sim") return sim(argc - 2, argv + 2);
+  if (cmd == "svg") return svg(argc - 2, argv + 2);
   usageError("unknown command '" + cmd + "'");
 }
 

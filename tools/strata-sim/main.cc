@@ -11,11 +11,13 @@
 #include <exception>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "collectives/algorithms.h"
 #include "collectives/host_layout.h"
+#include "collectives/plan_program.h"
 #include "collectives/sim.h"
 #include "svg_plot.h"
 #include "topology/json.h"
@@ -44,6 +46,7 @@ struct Options {
   int channels = 0;  // 0: the cluster's
   size_t pieceBytes = 0;
   int slots = 0;
+  std::string plan;  // a loaded plan program (MSCCL XML, Strata plan file) simulated beside the built-ins
 };
 
 void printUsage(FILE* out) {
@@ -69,6 +72,9 @@ void printUsage(FILE* out) {
                "  --piece-bytes B    bytes per message and channel, as STRATA_PIECE_BYTES (default: the file's)\n"
                "  --slots N          message slots per connection, as STRATA_NSLOTS (default: the file's)\n"
                "  --coarsen K        chunks and pieces K times larger: faster, less exact\n"
+               "  --plan FILE        also simulate an algorithm file (MSCCL XML, Strata plan file; strata-plan check\n"
+               "                     proves it), as one more algorithm under its name; on the device executor each of\n"
+               "                     its channels is a thread block\n"
                "  --no-symmetry      simulate every rank even where the ranks' symmetry would let it skip them\n"
                "  -h, --help         this text\n"
                "\n"
@@ -118,6 +124,7 @@ Options parseOptions(int argc, char** argv) {
                                  {"slots", required_argument, nullptr, 'N'},
                                  {"coarsen", required_argument, nullptr, 'K'},
                                  {"no-symmetry", no_argument, nullptr, 'S'},
+                                 {"plan", required_argument, nullptr, 'p'},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   Options o;
@@ -129,6 +136,7 @@ Options parseOptions(int argc, char** argv) {
       case 'H': o.hosts = parseInt("--hosts", optarg, 1, 1 << 20); break;
       case 'L': o.ranksPerHost = parseInt("--ranks-per-host", optarg, 1, 4096); break;
       case 'a': o.algo = optarg; break;
+      case 'p': o.plan = optarg; break;
       case 'J': o.json = optarg; break;
       case 'P': o.plot = optarg; break;
       case 'C': o.channels = parseInt("--channels", optarg, 1, 32); break;
@@ -184,7 +192,7 @@ Options parseOptions(int argc, char** argv) {
   auto t = kTypes.find(o.dtype);
   if (t == kTypes.end()) usageError("unknown type '" + o.dtype + "'");
   o.elemSize = t->second;
-  if (o.algo != "auto" && o.algo != "all") {
+  if (o.algo != "auto" && o.algo != "all" && o.plan.empty()) {
     bool known = false;
     std::string list;
     for (const std::string& a : algorithmsFor(o.kind)) {
@@ -240,7 +248,15 @@ int run(int argc, char** argv) {
   if (cluster.maxHosts > 0 && hosts > cluster.maxHosts)
     throw InvalidArgument(strprintf("--hosts %d: cluster '%s' takes at most %d hosts (maxHosts)", hosts,
                                     cluster.name.c_str(), cluster.maxHosts));
-  if (o.algo != "auto" && o.algo != "all") {
+  std::shared_ptr<const PlanProgram> program;
+  if (!o.plan.empty()) {
+    program = loadProgram(o.plan);
+    if (program->kind != o.kind || program->nranks != n)
+      throw InvalidArgument(strprintf("--plan %s is a %s on %d ranks, not a %s on %d (--hosts x --ranks-per-host)",
+                                      o.plan.c_str(), collName(program->kind), program->nranks, collName(o.kind), n));
+  }
+  const bool programOnly = program && o.algo == program->name;
+  if (o.algo != "auto" && o.algo != "all" && !programOnly) {
     // The algorithm's name and where it applies, before anything is simulated.
     const AlgorithmRecord& algorithm = algorithmOf(o.kind, o.algo);
     std::vector<int> hostOf;
@@ -266,8 +282,20 @@ int run(int argc, char** argv) {
     row.bytes = bytes / unit * unit;
     row.count = row.bytes / o.elemSize;
     call.bytes = row.bytes;
-    if (o.algo == "auto" || o.algo == "all") {
+    if (programOnly) {
+      call.program = program.get();
+      row.chosen = simulate(cluster, call);
+      call.program = nullptr;
+      row.all = {row.chosen};
+    } else if (o.algo == "auto" || o.algo == "all") {
       row.all = simulateAll(cluster, call);
+      if (program) {
+        call.program = program.get();
+        row.all.push_back(simulate(cluster, call));
+        call.program = nullptr;
+        std::stable_sort(row.all.begin(), row.all.end(),
+                         [](const SimResult& a, const SimResult& b) { return a.us < b.us; });
+      }
       row.chosen = row.all.front();
     } else {
       call.algorithm = o.algo;
@@ -284,7 +312,9 @@ int run(int argc, char** argv) {
 
   // Algorithms in the columns and the plot: every one simulated in some row, in the table's order.
   std::vector<std::string> algos;
-  for (const std::string& a : algorithmsFor(o.kind))
+  std::vector<std::string> names = algorithmsFor(o.kind);
+  if (program) names.push_back(program->name);
+  for (const std::string& a : names)
     for (const Row& row : rows)
       for (const SimResult& r : row.all)
         if (r.algorithm == a && std::find(algos.begin(), algos.end(), a) == algos.end()) algos.push_back(a);
