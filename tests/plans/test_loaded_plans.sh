@@ -5,10 +5,11 @@
 # tails) over shm and tcp at several N: exact results, the selector's INFO lines show each file served its calls
 # and the built-ins the calls it does not serve (the other placement). Then what must be refused at init: a file
 # that fails its proof, and ranks that loaded different files.
-# usage: test_loaded_plans.sh STRATA_RUN COLL_TEST [N...]
+# Last, strata-perf times built-ins and a loaded file in one launch (--algo 'ring;NAME'), checking every result.
+# usage: test_loaded_plans.sh STRATA_RUN COLL_TEST STRATA_PERF [N...]
 set -euo pipefail
-run=$1 coll=$2
-shift 2
+run=$1 coll=$2 perf=$3
+shift 3
 sizes=("$@")
 ((${#sizes[@]})) || sizes=(2 3 4 8)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -59,4 +60,10 @@ python3 "$here/gen_msccl.py" "$work/n3" 3
 if "$run" -n 3 --timeout 120 -- "$work/per_rank.sh" >"$work/mixed.log" 2>&1; then fail "ranks with different files ran"; fi
 grep -q "STRATA_PLANS differs between ranks" "$work/mixed.log" || { tail -20 "$work/mixed.log"; fail "no message"; }
 echo "refused: $(grep -o 'STRATA_PLANS differs between ranks[^(]*' "$work/mixed.log" | head -1)"
+# strata-perf: a built-in and a loaded file in one launch, a checked table each.
+STRATA_PLANS=$work/n3 "$run" -n 3 --timeout 300 -- "$perf" allreduce -b 1K -e 1M -f 32 -n 3 -w 1 \
+  --algo "ring;msccl_allpairs_3" >"$work/perf.log" 2>&1 || { tail -20 "$work/perf.log"; fail "strata-perf"; }
+[[ $(grep -c "# Strata algorithm: allreduce:" "$work/perf.log") == 2 ]] || fail "strata-perf: not two tables"
+[[ $(grep -c "# Out of bounds values : 0 OK" "$work/perf.log") == 2 ]] || fail "strata-perf: a wrong result"
+echo "strata-perf: ring and msccl_allpairs_3 in one launch, every result checked"
 echo PASS

@@ -229,7 +229,9 @@ const OptionSpec kOptionTable[] = {
     {'z', "blocking", kValue, nullptr, kCompat, nullptr, zeroOrOne},
     {'y', "stream_null", kValue, nullptr, kCompat, nullptr, zeroOrOne},
     {0, "algo", kValue, "NAME", kStrata,
-     "force an algorithm (sets STRATA_ALGO=<collective>:NAME; a value with ':'\nis used as the whole STRATA_ALGO)",
+     "force an algorithm (sets STRATA_ALGO=<collective>:NAME; a value with ':'\nis used as the whole STRATA_ALGO); "
+     "several, separated by ';' (e.g. 'ring;rhd;NAME'),\nrun one after another in this launch, a table each, on "
+     "communicators split\nfrom the launched ranks (no --json or --csv then)",
      [](OptionParser& p) {
        if (p.value().empty()) usageError(p.label() + " needs a name");
        p.opt.algo = p.value();
@@ -315,6 +317,8 @@ void checkTogether(OptionParser& p, int argc, char** argv) {
     if (!opt.device && b == "nccl") usageError("--baseline nccl needs --device");
   }
   if (opt.device && opt.membound) usageError("--membound measures host memcpy; it does not apply with --device");
+  if (opt.algo.find(';') != std::string::npos && (!opt.jsonPath.empty() || !opt.csvPath.empty()))
+    usageError("--algo with several algorithms writes no --json or --csv (one table per algorithm)");
   if (!opt.algo.empty() && opt.coll->isSendRecv() && opt.algo.find(':') == std::string::npos) {
     usageError("--algo: sendrecv has no algorithms to choose from");
   }

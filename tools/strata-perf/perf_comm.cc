@@ -16,6 +16,21 @@ PerfComm::PerfComm() {
 
 PerfComm::~PerfComm() {
   if (comm_ != nullptr) strataCommDestroy(comm_);
+  if (world_ != nullptr) strataCommDestroy(world_);
+}
+
+void PerfComm::useAlgorithm(const std::string& algo) {
+  if (!world_) {
+    world_ = comm_;
+  } else {
+    check(strataCommDestroy(comm_), "strataCommDestroy");
+  }
+  comm_ = world_;  // while splitting: a failure names the launched ranks' communicator
+  strataConfig_t config = STRATA_CONFIG_INITIALIZER;
+  config.algo = algo.c_str();
+  strataComm_t split = nullptr;
+  check(strataCommSplit(world_, 0, rank_, &split, &config), "strataCommSplit");
+  comm_ = split;
 }
 
 void PerfComm::check(strataResult_t rc, const char* what) const {
@@ -52,6 +67,10 @@ void PerfComm::barrier() const { check(strataBarrier(comm_, nullptr), "strataBar
 void PerfComm::destroy() {
   check(strataCommDestroy(comm_), "strataCommDestroy");
   comm_ = nullptr;
+  if (world_) {
+    check(strataCommDestroy(world_), "strataCommDestroy");
+    world_ = nullptr;
+  }
 }
 
 }  // namespace strata::perf

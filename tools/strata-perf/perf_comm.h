@@ -38,9 +38,13 @@ class PerfComm {
   void barrier() const;
   /// strataCommDestroy, checked.
   void destroy();
+  /// From now on get() is a communicator of the same ranks that forces `algo` (STRATA_ALGO's spelling; "" forces
+  /// none): strataCommSplit of the launched ranks with that algo in its strataConfig_t. The previous one is destroyed.
+  void useAlgorithm(const std::string& algo);
 
  private:
   strataComm_t comm_ = nullptr;
+  strataComm_t world_ = nullptr;  // the launched ranks, while comm_ is a split of them
   int rank_ = -1, nranks_ = 0;
   std::string step_;
 };

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -23,14 +24,25 @@ namespace strata::perf {
 namespace {
 
 // Strata reads its configuration when the communicator is made, so the options become variables first.
+// --algo as STRATA_ALGO specs: one per algorithm of a ';'-separated list (NAME becomes <collective>:NAME).
+std::vector<std::string> algoSpecs(const Options& opt) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= opt.algo.size()) {
+    const size_t end = std::min(opt.algo.find(';', at), opt.algo.size());
+    const std::string item = opt.algo.substr(at, end - at);
+    if (!item.empty())
+      out.push_back(item.find(':') != std::string::npos ? item : std::string(opt.coll->name) + ":" + item);
+    at = end + 1;
+  }
+  return out;
+}
+
 void applyEnvironment(const Options& opt) {
   if (opt.timeoutSec > 0) setenv("STRATA_TIMEOUT_MS", std::to_string(opt.timeoutSec * 1000LL).c_str(), 1);
   if (!opt.transport.empty()) setenv("STRATA_TRANSPORT", opt.transport.c_str(), 1);
-  if (!opt.algo.empty()) {
-    std::string spec =
-        opt.algo.find(':') != std::string::npos ? opt.algo : std::string(opt.coll->name) + ":" + opt.algo;
-    setenv("STRATA_ALGO", spec.c_str(), 1);
-  }
+  const std::vector<std::string> specs = algoSpecs(opt);
+  if (specs.size() == 1) setenv("STRATA_ALGO", specs[0].c_str(), 1);
 }
 
 // The sizes of the sweep: minbytes, then times the factor (or plus stepbytes) up to maxbytes.
@@ -125,6 +137,9 @@ void printDevices(const Options& opt, PerfComm& comm, const PerfBuffers& buffers
 
 }  // namespace
 
+int runSweep(const Options& opt, PerfComm& comm, const PerfBuffers& buffers,
+             std::vector<std::unique_ptr<Baseline>>& baselines);
+
 int runPerf(const Options& opt) {
   applyEnvironment(opt);
   PerfComm comm;
@@ -149,6 +164,32 @@ int runPerf(const Options& opt) {
     comm.setStep("");
   }
   std::vector<std::unique_ptr<Baseline>> baselines = startBaselines(opt, comm);
+  // Several algorithms: each on a communicator split from the launched ranks with it forced, one table each.
+  const std::vector<std::string> specs = algoSpecs(opt);
+  int exitCode = 0;
+  for (size_t a = 0; a < std::max<size_t>(1, specs.size()); ++a) {
+    if (specs.size() > 1) {
+      comm.useAlgorithm(specs[a]);
+      setenv("STRATA_ALGO", specs[a].c_str(), 1);  // for the JSON's "algorithm"
+      if (comm.rank() == 0) {
+        std::printf("%s# Strata algorithm: %s (STRATA_ALGO, %zu of %zu in this launch)\n", a ? "#\n" : "",
+                    specs[a].c_str(), a + 1, specs.size());
+        std::fflush(stdout);
+      }
+    }
+    exitCode = std::max(exitCode, runSweep(opt, comm, buffers, baselines));
+  }
+  // No rank leaves before rank 0 has written everything: a launcher that sees one rank fail (a wrong
+  // result fails every rank) terminates the others.
+  comm.barrier();
+  baselines.clear();  // MPI_Finalize, Gloo's connections closed, while every rank is still here
+  comm.destroy();
+  return exitCode;
+}
+
+int runSweep(const Options& opt, PerfComm& comm, const PerfBuffers& buffers,
+             std::vector<std::unique_ptr<Baseline>>& baselines) {
+  const int rank = comm.rank();
   const RunInfo info = describeRun(opt, comm, baselines);
   if (rank == 0) {
     printRunHeader(stdout, info);
@@ -202,11 +243,6 @@ int runPerf(const Options& opt) {
       exitCode = kExitFailure;
     }
   }
-  // No rank leaves before rank 0 has written everything: a launcher that sees one rank fail (a wrong
-  // result fails every rank) terminates the others.
-  comm.barrier();
-  baselines.clear();  // MPI_Finalize, Gloo's connections closed, while every rank is still here
-  comm.destroy();
   return exitCode;
 }
 
