@@ -99,15 +99,14 @@ DevPlan lowerPlan(const Plan& plan, const LowerOptions& options) {
   // indices must stay the plan's: no empty part is skipped then (an empty op takes no slot, so a peer that skips
   // its own still pairs).
   const bool waits = hasDependencies(plan);
-  if (planChannels(plan) > 1)
-    throw InvalidArgument("device plan: " + plan.algorithm + " runs lanes on " + std::to_string(planChannels(plan)) +
-                          " connections per peer (a loaded MSCCL plan), which the device executor does not lower yet");
-  for (const auto& lane : plan.lanes)
-    for (const Op& op : lane)
-      if (op.kind == OpKind::kNop)
-        throw InvalidArgument("device plan: " + plan.algorithm +
-                              " has nop steps, which the device executor does not "
-                              "lower yet");
+  // A plan on channels of its own (a loaded MSCCL file: a thread block per lane) keeps them: each lane runs on its
+  // channel's FIFOs, nothing is cut further. (A nop is an op of no elements: it only waits.)
+  const int ownChannels = planChannels(plan);
+  if (ownChannels > 1 && options.channels != 1)
+    throw InternalError("device plan: " + plan.algorithm + " has channels of its own and cannot be cut into more");
+  if (ownChannels > kMaxDevChannels)
+    throw InvalidArgument("device plan: " + plan.algorithm + " uses " + std::to_string(ownChannels) +
+                          " channels (at most " + std::to_string(kMaxDevChannels) + ")");
   if (plan.lanes.size() > static_cast<size_t>(kMaxDevLanes))
     throw InvalidArgument("device plan: " + std::to_string(plan.lanes.size()) + " lanes (at most " +
                           std::to_string(kMaxDevLanes) + ")");
@@ -127,6 +126,17 @@ DevPlan lowerPlan(const Plan& plan, const LowerOptions& options) {
   if (out.channels > 1 && !channelSplittable(plan, options))
     throw InternalError("device plan: " + plan.algorithm + " on rank " + std::to_string(plan.rank) +
                         " cannot be split into channels (an op reads part of what another op wrote)");
+  if (ownChannels > 1) {
+    out.channels = ownChannels;
+    for (size_t l = 0; l < plan.lanes.size(); ++l) {
+      const int ch = plan.lanes[l].empty() ? 0 : plan.lanes[l].front().channel;
+      for (const Op& op : plan.lanes[l])
+        if (op.channel != ch)
+          throw InvalidArgument(strprintf("device plan: lane %zu of %s uses channels %d and %d (a lane runs on one)", l,
+                                          plan.algorithm.c_str(), ch, op.channel));
+      out.laneChannel.push_back(ch);
+    }
+  }
   out.laneBegin.push_back(0);
   auto bufIndex = [&](const Region& r) {
     if (r.buf < 0 || r.buf >= kBuffersPerColl)
@@ -134,7 +144,7 @@ DevPlan lowerPlan(const Plan& plan, const LowerOptions& options) {
                             " (groups of several calls are not lowered yet)");
     return static_cast<uint32_t>(r.buf);
   };
-  const size_t parts = static_cast<size_t>(out.channels);
+  const size_t parts = ownChannels > 1 ? 1 : static_cast<size_t>(out.channels);
   for (size_t c = 0; c < parts; ++c) {
     for (const auto& lane : plan.lanes) {
       for (const Op& op : lane) {

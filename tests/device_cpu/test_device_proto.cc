@@ -19,7 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "../common/msccl_xml.h"
 #include "collectives/algorithms.h"
+#include "collectives/plan_program.h"
 #include "core/interpreter.h"
 #include "device/cpu_exec.h"
 #include "device/dev_plan.h"
@@ -68,6 +70,7 @@ struct Case {
   bool mixed = false;    // odd ranks take the other placement: in place is each rank's own choice
   int hostSize = 0;      // > 0: "hosts" of this many consecutive ranks (CollArgs::hostOf), for hierarchical plans
   int misalign = -1;     // >= 0: rank r's user buffers start at these bytes mod 16 (sendMis, recvMis); -1: malloc's
+  const PlanProgram* program = nullptr;  // a loaded plan program in place of the algorithm (its own channels)
   uint32_t sendMis(int r) const {
     return static_cast<uint32_t>(misalign + r * static_cast<int>(dtypeSize(dtype))) % 16;
   }
@@ -156,7 +159,7 @@ bool makeWorld(const Case& c, const ProtoConfig& cfg, uint64_t seed, bool outOfP
     // The executor's chunk rule: half the connection's capacity (in whole pieces of either protocol).
     args.chunkElems = std::max<size_t>(1, static_cast<size_t>(cfg.nslots) * cfg.pieceBytes / 2 / es);
     try {
-      w->plans.push_back(makePlan(args, c.algorithm));
+      w->plans.push_back(c.program ? planOf(*c.program, args) : makePlan(args, c.algorithm));
     } catch (const InvalidArgument&) {
       return false;  // not a combination this algorithm serves
     }
@@ -201,7 +204,7 @@ std::vector<void*> buffersOf(const Case& c, RankMem& m, int r) {
 // The executor's lowering of rank r's plan for case c: up to c.channels channels, in place as the plan is.
 DevPlan lowerFor(const Case& c, const Plan& p, int r) {
   LowerOptions o;
-  o.channels = channelSafe(c.kind, c.algorithm) ? c.channels : 1;
+  o.channels = !c.program && channelSafe(c.kind, c.algorithm) ? c.channels : 1;
   o.inPlace = c.inPlaceAt(r) && c.preMul == 1.0;  // a pre-multiplied call runs the out-of-place plan from a copy
   o.sendAt = static_cast<int64_t>(inPlaceSendOffset(c, r)) - static_cast<int64_t>(inPlaceRecvOffset(c, r));
   return lowerPlan(p, o);
@@ -454,6 +457,42 @@ TEST(DeviceProto, CrossLaneWaitsRunTheHierarchicalPlans) {
     }
   }
   EXPECT_GT(withWaits, 100u) << "the hierarchical plans must have cross-lane waits for this test to mean anything";
+}
+
+// Loaded MSCCL programs (plan_program.h) on the device protocol: their thread blocks on channels of their own (two
+// and three FIFOs per neighbour), nops that only wait, scratch, loops and the tail's built-in lane; bit for bit the
+// host path's results.
+TEST(DeviceProto, LoadedProgramsRunOnTheirOwnChannels) {
+  using namespace msccl_test;
+  constexpr ProtoConfig kCfg{256, 4, 64};
+  const std::vector<std::pair<XAlgo, CollKind>> files = {
+      {ringAllReduce(4, 2, 2), CollKind::kAllReduce},        {ringAllReduce(3, 2, 1), CollKind::kAllReduce},
+      {allPairsAllReduce(4, 1, true), CollKind::kAllReduce}, {allPairsAllReduce(5, 2, false), CollKind::kAllReduce},
+      {ringAllGather(4, 3, 1, true), CollKind::kAllGather},  {ringAllGather(3, 2, 2, false), CollKind::kAllGather}};
+  size_t k = 0, channelled = 0;
+  for (const auto& [file, kind] : files) {
+    auto program = parseMscclXml(xml(file), file.name + ".xml");
+    CpuDeviceWorld dw(program->nranks, kCfg, 4);
+    for (size_t count : {size_t{1}, size_t{7}, size_t{97}, size_t{2000}}) {
+      Case c;
+      c.kind = kind;
+      c.algorithm = program->name;
+      c.program = program.get();
+      c.nranks = program->nranks;
+      c.count = count;
+      c.inPlace = program->inPlace;
+      c.dtype = kAllTypes[k % std::size(kAllTypes)];
+      c.op = kAllOps[(k / 2) % std::size(kAllOps)];
+      c.threads = k % 2 ? 3 : 1;
+      ++k;
+      World w;
+      ASSERT_TRUE(makeWorld(c, kCfg, k, false, &w));
+      for (int r = 0; r < c.nranks; ++r) channelled += lowerFor(c, w.plans[static_cast<size_t>(r)], r).channels > 1;
+      checkCase(dw, c, k);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  EXPECT_GT(channelled, 40u) << "the programs must lower onto several channels for this test to mean anything";
 }
 
 // A cross-lane wait that is never satisfied ends at the deadline like every other wait, naming the lane it waited

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/msccl_xml.h"
 #include "collectives/algorithms.h"
 #include "collectives/plan_program.h"
 #include "collectives/selector.h"
@@ -21,172 +22,7 @@
 namespace strata {
 namespace {
 
-// ---- an MSCCL XML writer for the tests ---------------------------------------------------------------------
-
-struct XStep {
-  std::string type;
-  std::string srcbuf = "i";
-  int srcoff = -1;
-  std::string dstbuf = "o";
-  int dstoff = -1;
-  int cnt = 1;
-  int depid = -1, deps = -1;
-  bool hasdep = false;
-};
-struct XTb {
-  int send = -1, recv = -1, chan = 0;
-  std::vector<XStep> steps;
-};
-struct XGpu {
-  int ichunks = 0, ochunks = 0, schunks = 0;
-  std::vector<XTb> tbs;
-};
-struct XAlgo {
-  std::string name, coll;
-  int nchunks = 1, nchannels = 1;
-  bool inplace = false;
-  std::vector<XGpu> gpus;
-};
-
-// hasdep="1" on every step some step depends on, as msccl-tools marks them.
-void markDeps(XAlgo& a) {
-  for (XGpu& g : a.gpus)
-    for (XTb& tb : g.tbs)
-      for (XStep& s : tb.steps)
-        if (s.depid >= 0) g.tbs[static_cast<size_t>(s.depid)].steps[static_cast<size_t>(s.deps)].hasdep = true;
-}
-
-std::string xml(const XAlgo& a) {
-  std::string out = strprintf(
-      "<algo name=\"%s\" proto=\"Simple\" nchannels=\"%d\" nchunksperloop=\"%d\" ngpus=\"%zu\" coll=\"%s\" "
-      "inplace=\"%d\">\n",
-      a.name.c_str(), a.nchannels, a.nchunks, a.gpus.size(), a.coll.c_str(), a.inplace ? 1 : 0);
-  for (size_t g = 0; g < a.gpus.size(); ++g) {
-    const XGpu& gpu = a.gpus[g];
-    out += strprintf("  <gpu id=\"%zu\" i_chunks=\"%d\" o_chunks=\"%d\" s_chunks=\"%d\">\n", g, gpu.ichunks,
-                     gpu.ochunks, gpu.schunks);
-    for (size_t t = 0; t < gpu.tbs.size(); ++t) {
-      const XTb& tb = gpu.tbs[t];
-      out += strprintf("    <tb id=\"%zu\" send=\"%d\" recv=\"%d\" chan=\"%d\">\n", t, tb.send, tb.recv, tb.chan);
-      for (size_t s = 0; s < tb.steps.size(); ++s) {
-        const XStep& st = tb.steps[s];
-        out += strprintf(
-            "      <step s=\"%zu\" type=\"%s\" srcbuf=\"%s\" srcoff=\"%d\" dstbuf=\"%s\" dstoff=\"%d\" cnt=\"%d\" "
-            "depid=\"%d\" deps=\"%d\" hasdep=\"%d\"/>\n",
-            s, st.type.c_str(), st.srcbuf.c_str(), st.srcoff, st.dstbuf.c_str(), st.dstoff, st.cnt, st.depid, st.deps,
-            st.hasdep ? 1 : 0);
-      }
-      out += "    </tb>\n";
-    }
-    out += "  </gpu>\n";
-  }
-  return out + "</algo>\n";
-}
-
-int mod(int a, int n) { return ((a % n) + n) % n; }
-
-// Ring all-reduce, out of place: each channel a ring over its share of the chunks (n segments of m chunks).
-XAlgo ringAllReduce(int n, int channels, int m) {
-  XAlgo a;
-  a.name = strprintf("ring_allreduce_n%d_c%d_m%d", n, channels, m);
-  a.coll = "allreduce";
-  a.nchunks = n * channels * m;
-  a.nchannels = channels;
-  for (int r = 0; r < n; ++r) {
-    XGpu& g = a.gpus.emplace_back();
-    g.ichunks = g.ochunks = a.nchunks;
-    for (int c = 0; c < channels; ++c) {
-      XTb& tb = g.tbs.emplace_back();
-      tb.send = mod(r + 1, n);
-      tb.recv = mod(r - 1, n);
-      tb.chan = c;
-      auto seg = [&](int j) { return c * n * m + mod(j, n) * m; };
-      tb.steps.push_back({"s", "i", seg(r), "o", -1, m});
-      for (int t = 1; t <= n - 2; ++t) tb.steps.push_back({"rrs", "i", seg(r - t), "o", -1, m});
-      tb.steps.push_back({"rrcs", "i", seg(r + 1), "o", seg(r + 1), m});
-      for (int u = 0; u <= n - 3; ++u) tb.steps.push_back({"rcs", "i", -1, "o", seg(r - u), m});
-      tb.steps.push_back({"r", "i", -1, "o", seg(r + 2), m});
-    }
-  }
-  return a;
-}
-
-// All-pairs all-reduce, out of place: rank r owns segment r; every peer's contribution lands in scratch, a local tb
-// reduces them (waiting on each receive: by a dependency per step, or by nops first), and the result goes to all.
-XAlgo allPairsAllReduce(int n, int m, bool nops) {
-  XAlgo a;
-  a.name = strprintf("allpairs_allreduce_n%d_m%d%s", n, m, nops ? "_nop" : "");
-  a.coll = "allreduce";
-  a.nchunks = n * m;
-  for (int r = 0; r < n; ++r) {
-    XGpu& g = a.gpus.emplace_back();
-    g.ichunks = g.ochunks = a.nchunks;
-    g.schunks = (n - 1) * m;
-    std::vector<int> peers;
-    for (int p = 0; p < n; ++p)
-      if (p != r) peers.push_back(p);
-    const int local = static_cast<int>(peers.size());
-    for (size_t k = 0; k < peers.size(); ++k) {
-      XTb& tb = g.tbs.emplace_back();
-      tb.send = tb.recv = peers[k];
-      tb.steps.push_back({"s", "i", peers[k] * m, "o", -1, m});
-      tb.steps.push_back({"r", "i", -1, "s", static_cast<int>(k) * m, m});
-      XStep out{"s", "o", r * m, "o", -1, m};
-      out.depid = local;
-      out.deps = nops ? 2 * local : local;  // the local tb's last step
-      tb.steps.push_back(out);
-      tb.steps.push_back({"r", "i", -1, "o", peers[k] * m, m});
-    }
-    XTb& red = g.tbs.emplace_back();
-    if (nops)
-      for (int k = 0; k < local; ++k) {
-        XStep w{"nop"};
-        w.cnt = 0;
-        w.depid = k;
-        w.deps = 1;
-        red.steps.push_back(w);
-      }
-    red.steps.push_back({"cpy", "i", r * m, "o", r * m, m});
-    for (int k = 0; k < local; ++k) {
-      XStep re{"re", "s", k * m, "o", r * m, m};
-      if (!nops) {
-        re.depid = k;
-        re.deps = 1;
-      }
-      red.steps.push_back(re);
-    }
-  }
-  markDeps(a);
-  return a;
-}
-
-// Ring all-gather: channel c forwards input chunks c*m.. of every rank; in place, or out of place with a local copy.
-XAlgo ringAllGather(int n, int channels, int m, bool inplace) {
-  XAlgo a;
-  a.name = strprintf("ring_allgather_n%d_c%d_m%d%s", n, channels, m, inplace ? "_inplace" : "");
-  a.coll = "allgather";
-  a.inplace = inplace;
-  const int ichunks = channels * m;
-  a.nchunks = n * ichunks;
-  a.nchannels = channels;
-  for (int r = 0; r < n; ++r) {
-    XGpu& g = a.gpus.emplace_back();
-    g.ichunks = ichunks;
-    g.ochunks = a.nchunks;
-    for (int c = 0; c < channels; ++c) {
-      XTb& tb = g.tbs.emplace_back();
-      tb.send = mod(r + 1, n);
-      tb.recv = mod(r - 1, n);
-      tb.chan = c;
-      auto out = [&](int from) { return mod(from, n) * ichunks + c * m; };
-      tb.steps.push_back({"s", "i", c * m, "o", -1, m});
-      for (int t = 1; t <= n - 2; ++t) tb.steps.push_back({"rcs", "i", -1, "o", out(r - t), m});
-      tb.steps.push_back({"r", "i", -1, "o", out(r - (n - 1)), m});
-      if (!inplace) tb.steps.push_back({"cpy", "i", c * m, "o", out(r), m});
-    }
-  }
-  return a;
-}
+using namespace msccl_test;
 
 std::shared_ptr<const PlanProgram> load(const XAlgo& a) { return parseMscclXml(xml(a), a.name + ".xml"); }
 
@@ -432,6 +268,8 @@ TEST(PlanChannels, LanesOnDifferentChannelsMayShareAPeerButNotOneChannel) {
 namespace strata {
 namespace {
 
+using namespace msccl_test;
+
 struct TempDir {
   std::string path;
   TempDir() {
@@ -524,6 +362,8 @@ TEST(PlanRegistry, SelectorUsesAForcedProgramWhereItServesAndTheBuiltInsElsewher
 
 namespace strata {
 namespace {
+
+using namespace msccl_test;
 
 TEST(PlanProgramSim, SimulatesAProgramWithItsSymmetryAsInFullAndItsBlocksAsChannels) {
   const SimCluster mesh = loadCluster(std::string(STRATA_SOURCE_DIR) + "/clusters/mi300x.json");
