@@ -52,6 +52,7 @@ class CommImpl final : public HostSide, public std::enable_shared_from_this<Comm
   bool oneHost() const override { return oneHost_; }
   int gpuChannelCap() const override;
   bool gpuLL128() const override;
+  const Selector& selector() const override { return *selector_; }
   int hostLeader(int rank) const override;
   EffectiveOp effectiveOp(strataRedOp_t op, strataDataType_t dtype) const override {
     return redOps_.effective(op, dtype, nranks_);

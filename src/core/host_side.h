@@ -19,6 +19,7 @@
 namespace strata {
 
 struct Config;
+class Selector;
 
 class HostSide {
  public:
@@ -36,6 +37,8 @@ class HostSide {
   /// Whether the device executor uses LL128: STRATA_GPU_LL128, or with auto the topology's (allGpusOnNvlink). The
   /// same on every rank.
   virtual bool gpuLL128() const = 0;
+  /// The communicator's selector: its forced algorithms and loaded plan programs (STRATA_PLANS).
+  virtual const Selector& selector() const = 0;
   virtual const FailureState& failure() const = 0;
   /// The kernel, pre-multiplication and post-division of a reducing call's op (valid) for `dtype` on this
   /// communicator (Avg over its size, its PreMulSum scalars).

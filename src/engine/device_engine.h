@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "collectives/plan.h"
+#include "collectives/selector.h"
 #include "core/call.h"
 #include "core/host_side.h"
 #include "device/dev_plan.h"
@@ -101,6 +102,9 @@ class DeviceEngine final : public DeviceSide {
   /// Why these collectives do not run in the device executor (STRATA_GPU_EXECUTOR=1, one host, kinds, ...), or
   /// nothing when it does. The same on every rank for the same call.
   std::string execRefusal(std::span<const CollCall> calls) const;
+  /// The loaded plan program STRATA_ALGO forces for call c (n ranks, in place or not), where it serves the call and
+  /// its channels fit the executor's; else nullptr (the built-ins run), with an INFO line saying why.
+  const LoadedProgram* execProgram(const CollCall& c, int n, bool inPlace) const;
   /// A call on a capturing stream: the executor's, with a slot of its own, else InvalidUsage saying why.
   void enqueueCaptured(std::span<const CollCall> calls, void* stream);
   /// Collective, at the first eligible call: every rank's FIFO region exported and mapped, the control words.

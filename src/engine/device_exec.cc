@@ -56,6 +56,29 @@ std::string execAlgorithm(const Config& config, CollKind k) {
 
 }  // namespace
 
+const LoadedProgram* DeviceEngine::execProgram(const CollCall& c, int n, bool inPlace) const {
+  const auto forced = host_.config().algo.find(collName(c.kind));
+  if (forced == host_.config().algo.end()) return nullptr;
+  const LoadedProgram* p = host_.selector().findProgram(c.kind, forced->second);
+  if (!p) return nullptr;
+  std::string why;
+  if (!programServes(*p->program, n, callBytes(c, n), inPlace, &why)) {
+    STRATA_INFO(kLogTuning, "rank %d: device %s: STRATA_ALGO's %s does not serve it: %s; the default runs",
+                host_.rank(), collName(c.kind), p->program->name.c_str(), why.c_str());
+    return nullptr;
+  }
+  // Its channels, and one more for the tail (the count's remainder) where the count leaves one.
+  const int needed = p->program->channels() + (c.count % static_cast<size_t>(p->program->chunksPerBlock()) ? 1 : 0);
+  if (needed > execChannels_) {
+    STRATA_INFO(kLogTuning,
+                "rank %d: device %s: %s needs %d channels, the executor has %d (STRATA_GPU_CHANNELS); the "
+                "default runs",
+                host_.rank(), collName(c.kind), p->program->name.c_str(), needed, execChannels_);
+    return nullptr;
+  }
+  return p;
+}
+
 std::string DeviceEngine::execRefusal(std::span<const CollCall> calls) const {
   if (host_.config().gpuExecutor != 1)
     return "the device executor is off (STRATA_GPU_EXECUTOR=0; STRATA_GPU_EXECUTOR=1, the default, turns it on)";
@@ -345,8 +368,11 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
   // Channels: the same count on every rank, from the algorithm and the call's size. Each channel runs the plan on
   // its part of every op, so the plan's chunks grow with the channels: each channel's part keeps the FIFO's
   // half-capacity rule.
-  const std::string algo = execAlgorithm(host_.config(), c.kind);
-  const int channels = channelsFor(c.kind, algo, n, callBytes(c, n), execChannels_, kExecBytesPerChannel);
+  // A loaded plan program (STRATA_PLANS) that STRATA_ALGO forces runs where it serves the call and its channels
+  // (its thread blocks, and the tail's) fit the executor's: on those channels, one plan, nothing cut further.
+  const LoadedProgram* program = execProgram(c, n, inPlace);
+  const std::string algo = program ? program->program->name : execAlgorithm(host_.config(), c.kind);
+  const int channels = program ? 1 : channelsFor(c.kind, algo, n, callBytes(c, n), execChannels_, kExecBytesPerChannel);
   const size_t chunk =
       std::max<size_t>(1, static_cast<size_t>(channels) * execCfg_.nslots * execCfg_.pieceBytes / 2 / esize);
   const std::vector<uint64_t> key{
@@ -362,7 +388,7 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
       execPlans_.erase(execPlans_.begin());
     }
     auto fresh = std::make_unique<ExecPlanEntry>();
-    fresh->plan = makePlan(makeCollArgs(c.kind, n, me, c.count, chunk, c.root, c.peer, inPlace), algo);
+    fresh->plan = host_.selector().makePlan(makeCollArgs(c.kind, n, me, c.count, chunk, c.root, c.peer, inPlace), algo);
     LowerOptions lo;
     lo.channels = channels;
     lo.inPlace = inPlace;

@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -20,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/msccl_xml.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
 #include "core/communicator.h"
@@ -729,6 +732,66 @@ TEST(DeviceEngine, ExecutorRunsEveryAlgorithmInAndOutOfPlace) {
   }
   setenv("STRATA_ALGO", "allreduce:ring,reducescatter:ring,allgather:ring,broadcast:chain,reduce:chain", 1);
   EXPECT_EQ(f.api.executorLaunches.load(), checked.load());
+}
+
+// Loaded plan programs (STRATA_PLANS) that STRATA_ALGO forces run in the device executor on their own channels (a
+// thread block per lane): a 2-channel ring all-reduce out of place, an all-pairs all-reduce in place whose reducing
+// lane waits behind nops, a 3-channel ring all-gather in place; each device result equals the host path's, and the
+// kernels ran with the programs' lanes (the built-ins would run one lane at these sizes). The other placement runs
+// the built-ins.
+TEST(DeviceEngine, ExecutorRunsLoadedPrograms) {
+  Fixture f;
+  ExecutorOn on;
+  using namespace msccl_test;
+  char dir[] = "/tmp/strata-devplans-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  std::ofstream(d + "/ring.xml") << xml(ringAllReduce(4, 2, 1));
+  std::ofstream(d + "/pairs.xml") << xml(allPairsAllReduce(4, 1, true));
+  std::ofstream(d + "/ag.xml") << xml(ringAllGather(4, 3, 1, true));
+  setenv("STRATA_PLANS", d.c_str(), 1);
+  const char* forced[] = {"allreduce:ring_allreduce_n4_c2_m1,allgather:ring_allgather_n4_c3_m1_inplace",
+                          "allreduce:allpairs_allreduce_n4_m1_nop"};
+  std::atomic<int> checked{0};
+  for (const char* algo : forced) {
+    setenv("STRATA_ALGO", algo, 1);
+    onRanks(4, [&](int r, strataComm_t comm) {
+      const size_t ur = static_cast<size_t>(r);
+      for (CollKind kind : {CollKind::kAllReduce, CollKind::kAllGather}) {
+        for (size_t count : {size_t{1}, size_t{7}, size_t{1003}}) {
+          for (int inPlace = 0; inPlace < 2; ++inPlace) {
+            const strataDataType_t dt = strataFloat32;
+            const size_t es = dtypeSize(dt);
+            const size_t recvN = kind == CollKind::kAllGather ? count * 4 : count;
+            std::vector<char> dev((recvN + count) * es), host((recvN + count) * es);
+            auto layout = [&](std::vector<char>& a, const char** sp, char** dp) {
+              char* base = a.data();
+              *dp = base;
+              *sp = inPlace ? base : base + recvN * es;
+              if (inPlace && kind == CollKind::kAllGather) *sp = base + ur * count * es;
+              for (size_t i = 0; i < count; ++i) storeFromDouble(const_cast<char*>(*sp), i, dt, valueOf(r, i));
+            };
+            const char *ds, *hs;
+            char *dd, *hd;
+            layout(dev, &ds, &dd);
+            layout(host, &hs, &hd);
+            ASSERT_EQ(issueColl(kind, ds, dd, count, dt, strataSum, 0, comm, stream(r)), strataSuccess)
+                << strataGetLastError(comm);
+            ASSERT_EQ(issueColl(kind, hs, hd, count, dt, strataSum, 0, comm, nullptr), strataSuccess)
+                << strataGetLastError(comm);
+            ASSERT_EQ(std::memcmp(dd, hd, recvN * es), 0) << algo << " " << collName(kind) << " rank " << r << " count "
+                                                          << count << (inPlace ? " in place" : " out of place");
+            ++checked;
+          }
+        }
+      }
+    });
+  }
+  unsetenv("STRATA_PLANS");
+  setenv("STRATA_ALGO", "allreduce:ring,reducescatter:ring,allgather:ring,broadcast:chain,reduce:chain", 1);
+  std::filesystem::remove_all(d);
+  EXPECT_EQ(checked.load(), 2 * 4 * 2 * 3 * 2);
+  EXPECT_GE(f.api.maxLanes.load(), 4) << "the programs' lanes never reached the executor";
 }
 
 // CUDA graphs: executor calls captured once and replayed many times give, at every replay, what the host path gives
