@@ -40,6 +40,17 @@ define_steps() {
     "env STRATA_GPU_EXECUTOR=1 STRATA_DEBUG=INFO STRATA_DEBUG_SUBSYS=NET $R -n 2 --timeout 55 -- $C --counts 0,1,7,1023,70001"
   step exec_n8 75 gpuN "" "the device executor, 8 ranks, and 100 calls in flight on 2 streams" \
     "env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --counts 7,70001 --colls allreduce,reducescatter,allgather && env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 70 -- $C --no-sync 100"
+  # Loaded plan programs (STRATA_PLANS) forced on the device executor, 4 ranks: MSCCL files (tests/plans/
+  # gen_msccl.py) of a 2-channel ring all-reduce out of place, an all-pairs all-reduce in place whose reducing lane
+  # waits behind nops, a 2-channel ring all-gather in place; each thread block a lane on its own channel's FIFOs.
+  # INFO (TUNING) names each file that served a call.
+  local pl
+  pl="$o/plans"
+  step exec_loaded_plans 45 gpuN "" "loaded MSCCL files forced on the device executor (thread blocks on their own \
+channels, nops), 4 ranks, every dtype x op, checked" \
+    "python3 $(q "$ROOT/tests/plans/gen_msccl.py") $pl 4 && env STRATA_GPU_EXECUTOR=1 STRATA_PLANS=$pl \
+STRATA_DEBUG=INFO STRATA_DEBUG_SUBSYS=TUNING $R -n 4 --timeout 40 -- $C --counts 7,70001 --colls allreduce,allgather \
+--algos 'allreduce:msccl_ring_4,allgather:msccl_ring_allgather_4;allreduce:msccl_allpairs_4'"
   step graph_capture 45 gpuN "" "executor calls captured into a CUDA graph, replayed 20 times and checked, 2 and 8 ranks" \
     "env STRATA_GPU_EXECUTOR=1 $R -n 2 --timeout 20 -- $C --counts 1 --colls barrier --graph 20 && env STRATA_GPU_EXECUTOR=1 $R -n 8 --timeout 20 -- $C --counts 1 --colls barrier --graph 20"
   # The executor's busbw at 1, 2, 4 and 8 ranks sharing the one GPU: every size checked (strata-perf -c 1) and its
