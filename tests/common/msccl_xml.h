@@ -175,4 +175,79 @@ inline XAlgo ringAllGather(int n, int channels, int m, bool inplace) {
   return a;
 }
 
+// All-pairs all-gather, out of place: a tb per peer sends the input and receives the peer's, a local copy for its own.
+inline XAlgo allPairsAllGather(int n) {
+  XAlgo a;
+  a.name = strprintf("allpairs_allgather_n%d", n);
+  a.coll = "allgather";
+  a.nchunks = n;
+  for (int r = 0; r < n; ++r) {
+    XGpu& g = a.gpus.emplace_back();
+    g.ichunks = 1;
+    g.ochunks = n;
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      XTb& tb = g.tbs.emplace_back();
+      tb.send = tb.recv = p;
+      tb.steps.push_back({"s", "i", 0, "o", -1, 1});
+      tb.steps.push_back({"r", "i", -1, "o", p, 1});
+    }
+    g.tbs.back().steps.push_back({"cpy", "i", 0, "o", r, 1});
+  }
+  return a;
+}
+
+// Hierarchical all-reduce, out of place, n = groups x size ranks (size consecutive ranks a group): a ring
+// reduce-scatter of `size` segments (of `groups` chunks) inside each group, a ring all-reduce of each segment among
+// the ranks of one index in every group (its own tb on channel 1, waiting for the reduce-scatter), and a ring
+// all-gather of the segments inside each group (the first tb again, waiting for the all-reduce).
+inline XAlgo hierarchicalAllReduce(int groups, int size) {
+  XAlgo a;
+  const int n = groups * size;
+  a.name = strprintf("hier_allreduce_%dx%d", groups, size);
+  a.coll = "allreduce";
+  a.nchunks = n;
+  a.nchannels = 2;
+  for (int r = 0; r < n; ++r) {
+    const int grp = r / size, i = r % size;
+    XGpu& g = a.gpus.emplace_back();
+    g.ichunks = g.ochunks = n;
+    auto seg = [&](int j) { return mod(j, size) * groups; };  // segment j: chunks j*groups ..
+    XTb intra;
+    intra.send = grp * size + mod(i + 1, size);
+    intra.recv = grp * size + mod(i - 1, size);
+    intra.steps.push_back({"s", "i", seg(i), "o", -1, groups});
+    for (int t = 1; t <= size - 2; ++t) intra.steps.push_back({"rrs", "i", seg(i - t), "o", -1, groups});
+    intra.steps.push_back({"rrc", "i", seg(i + 1), "o", seg(i + 1), groups});
+    const int rsLast = static_cast<int>(intra.steps.size()) - 1;
+    // The segment this rank reduced: (i + 1) mod size; its chunk per group index q is seg + q.
+    const int mine = seg(i + 1);
+    XTb inter;
+    inter.send = mod(grp + 1, groups) * size + i;
+    inter.recv = mod(grp - 1, groups) * size + i;
+    inter.chan = 1;
+    auto chunk = [&](int q) { return mine + mod(q, groups); };
+    XStep first{"s", "o", chunk(grp), "o", -1, 1};
+    first.depid = 0;
+    first.deps = rsLast;
+    inter.steps.push_back(first);
+    for (int t = 1; t <= groups - 2; ++t) inter.steps.push_back({"rrs", "o", chunk(grp - t), "o", -1, 1});
+    inter.steps.push_back({"rrcs", "o", chunk(grp + 1), "o", chunk(grp + 1), 1});
+    for (int u = 0; u <= groups - 3; ++u) inter.steps.push_back({"rcs", "i", -1, "o", chunk(grp - u), 1});
+    inter.steps.push_back({"r", "i", -1, "o", chunk(grp + 2), 1});
+    const int arLast = static_cast<int>(inter.steps.size()) - 1;
+    // The all-gather inside the group: this rank's segment, then the others around the ring.
+    XStep ag{"s", "o", mine, "o", -1, groups};
+    ag.depid = 1;
+    ag.deps = arLast;
+    intra.steps.push_back(ag);
+    for (int t = 1; t <= size - 2; ++t) intra.steps.push_back({"rcs", "i", -1, "o", seg(i + 1 - t), groups});
+    intra.steps.push_back({"r", "i", -1, "o", seg(i + 2), groups});
+    g.tbs.push_back(intra);
+    g.tbs.push_back(inter);
+  }
+  markDeps(a);
+  return a;
+}
+
 }  // namespace strata::msccl_test

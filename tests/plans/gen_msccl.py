@@ -4,6 +4,7 @@
 usage: gen_msccl.py DIR N  -> DIR/ring_allreduce.xml   (2 channels, 2 chunks per segment, out of place)
                               DIR/allpairs_allreduce.xml (scratch, a reducing tb waiting behind nops, in place)
                               DIR/ring_allgather.xml   (2 channels, in place)
+                              DIR/allpairs_allgather.xml (a tb per peer, out of place)
 """
 import os
 import sys
@@ -79,10 +80,21 @@ def ring_allgather(n, channels=2):
     return algo(f"msccl_ring_allgather_{n}", "allgather", n * channels, channels, n, True, gpus)
 
 
+def allpairs_allgather(n):
+    # Out of place: a tb per peer sends the input and receives the peer's; the last tb also copies its own.
+    gpus = []
+    for r in range(n):
+        tbs = [(p, p, 0, [dict(type_="s", srcoff=0), dict(type_="r", dstoff=p)]) for p in range(n) if p != r]
+        tbs[-1][3].append(dict(type_="cpy", srcoff=0, dstoff=r))
+        gpus.append((1, n, 0, tbs))
+    return algo(f"msccl_allpairs_allgather_{n}", "allgather", n, 1, n, False, gpus)
+
+
 def main():
     d, n = sys.argv[1], int(sys.argv[2])
     os.makedirs(d, exist_ok=True)
-    files = {"ring_allreduce.xml": ring_allreduce(n), "ring_allgather.xml": ring_allgather(n)}
+    files = {"ring_allreduce.xml": ring_allreduce(n), "ring_allgather.xml": ring_allgather(n),
+             "allpairs_allgather.xml": allpairs_allgather(n)}
     if n > 2:
         files["allpairs_allreduce.xml"] = allpairs_allreduce(n)
     for name, text in files.items():

@@ -1,5 +1,6 @@
 // Algorithm files (collectives/plan_program.h) and their proof (core/plan_proof.h): MSCCL XML written by a small
-// generator here (ring and all-pairs all-reduce, ring all-gather, several channels and chunk multiplicities), every
+// generator (tests/common/msccl_xml.h: ring, all-pairs and hierarchical all-reduce, ring and all-pairs all-gather,
+// several channels and chunk multiplicities), every
 // built-in algorithm dumped to a Strata plan file and loaded back (identical plans), and hand-broken files, each
 // refused with the reason and the gpu, tb and step.
 #include <gtest/gtest.h>
@@ -70,6 +71,19 @@ TEST(PlanProgram, RingAllGatherFilesAreProvenInAndOutOfPlace) {
         EXPECT_EQ(p->outOfPlace, !inplace);
         EXPECT_NO_THROW(proveProgram(*p));
       }
+}
+
+TEST(PlanProgram, AllPairsAllGatherAndHierarchicalAllReduceFilesAreProven) {
+  for (int n : {2, 3, 5, 8, 16}) {
+    SCOPED_TRACE(strprintf("allgather n %d", n));
+    EXPECT_NO_THROW(proveProgram(*load(allPairsAllGather(n))));
+  }
+  for (auto [groups, size] : {std::pair{2, 2}, {2, 3}, {3, 2}, {2, 4}, {4, 2}, {4, 4}}) {
+    SCOPED_TRACE(strprintf("hierarchical %d x %d", groups, size));
+    auto p = load(hierarchicalAllReduce(groups, size));
+    EXPECT_EQ(p->channels(), 2);
+    EXPECT_NO_THROW(proveProgram(*p));
+  }
 }
 
 TEST(PlanProgram, LoopsAndTailCoverEveryCount) {
