@@ -56,6 +56,7 @@ Plan Selector::makePlan(const CollArgs& args, const std::string& algorithm) cons
 }
 
 Prediction Selector::choose(CollKind kind, size_t bytes, bool inPlace) const {
+  bool builtInsOnly = false;  // a forced program that does not serve the call leaves it to the built-ins
   if (!forced_.empty()) {
     const std::string coll = collName(kind);
     auto forced = forced_.find(coll);
@@ -74,6 +75,7 @@ Prediction Selector::choose(CollKind kind, size_t bytes, bool inPlace) const {
                     rank_, coll.c_str(), bytes, inPlace ? " in place" : "", p->program->name.c_str(),
                     p->program->file.c_str(), why.c_str());
         forced = forced_.end();
+        builtInsOnly = true;
       }
     }
     if (forced != forced_.end()) {
@@ -88,14 +90,14 @@ Prediction Selector::choose(CollKind kind, size_t bytes, bool inPlace) const {
   }
   // One rank, and the collectives with a single algorithm and no loaded program: nothing to compare.
   bool programOfKind = false;
-  for (const LoadedProgram& p : programs_) programOfKind |= p.program->kind == kind;
+  for (const LoadedProgram& p : programs_) programOfKind |= p.program->kind == kind && !builtInsOnly;
   if (tuning_.nranks <= 1 || (!modelCompares(kind) && !programOfKind))
     return Prediction{defaultAlgorithm(kind).name, 0};
   std::lock_guard<std::mutex> lk(mutex_);
   const auto key = std::make_tuple(static_cast<int>(kind), bytes, inPlace && !programs_.empty());
   auto it = decisions_.find(key);
   if (it != decisions_.end()) return it->second;
-  const std::vector<Prediction> all = predictions(kind, bytes, inPlace);
+  const std::vector<Prediction> all = predictions(kind, bytes, inPlace, !builtInsOnly);
   if (logEnabled(LogLevel::kInfo, kLogTuning)) {
     std::string alternatives;
     for (const Prediction& p : all) alternatives += strprintf(" %s=%.1fus", p.algorithm.c_str(), p.us);
@@ -114,10 +116,11 @@ double Selector::predictedUs(CollKind kind, size_t bytes, const std::string& alg
   return 0;
 }
 
-std::vector<Prediction> Selector::predictions(CollKind kind, size_t bytes, bool inPlace) const {
+std::vector<Prediction> Selector::predictions(CollKind kind, size_t bytes, bool inPlace, bool withPrograms) const {
   std::vector<Prediction> out = simulating() ? simulated(kind, bytes) : predictAll(kind, bytes, tuning_);
   bool added = false;
   for (const LoadedProgram& p : programs_) {
+    if (!withPrograms) break;
     if (p.program->kind != kind || !programServes(*p.program, tuning_.nranks, bytes, inPlace, nullptr)) continue;
     out.push_back(
         Prediction{p.program->name, priceUs(programShape(*p.program, p.figures, static_cast<double>(bytes)), tuning_)});

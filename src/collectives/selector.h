@@ -76,7 +76,8 @@ class Selector {
 
   /// Every algorithm's predicted time, fastest first: the cost model's, or the simulator's; and the loaded programs
   /// that serve the call (in place or not), priced by the model.
-  std::vector<Prediction> predictions(CollKind kind, size_t bytes, bool inPlace = false) const;
+  std::vector<Prediction> predictions(CollKind kind, size_t bytes, bool inPlace = false,
+                                      bool withPrograms = true) const;
   /// The built-ins' times simulated (STRATA_TUNE=sim).
   std::vector<Prediction> simulated(CollKind kind, size_t bytes) const;
 };

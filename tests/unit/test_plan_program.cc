@@ -337,7 +337,8 @@ TEST(PlanRegistry, LoadsFilesAndFoldersInNameOrderAndRefusesClashes) {
 
 TEST(PlanRegistry, SelectorUsesAForcedProgramWhereItServesAndTheBuiltInsElsewhere) {
   TempDir dir;
-  dir.write("ring.xml", xml(ringAllReduce(4, 2, 1)));  // out of place only
+  dir.write("ring.xml", xml(ringAllReduce(4, 2, 1)));          // out of place only
+  dir.write("pairs.xml", xml(allPairsAllReduce(4, 1, true)));  // in place only: never chosen while ring is forced
   TuningInputs tuning;
   tuning.nranks = 4;
   Selector sel({{"allreduce", "ring_allreduce_n4_c2_m1"}}, tuning, 0);
