@@ -27,6 +27,21 @@ def test_recv_any_source_matches_gloo():
     assert out.count("same: True") == 3, out
 
 
+def test_loaded_plan_files_serve_the_backend(tmp_path):
+    # MSCCL files (tests/plans/gen_msccl.py) forced for the backend's CPU tensors: torch's all_reduce is in place
+    # (the all-pairs file), all_gather_into_tensor out of place (the all-pairs all-gather file).
+    plans = tmp_path / "plans"
+    subprocess.run([sys.executable, os.path.join(SOURCE_DIR, "tests", "plans", "gen_msccl.py"), str(plans), "3"],
+                   check=True)
+    out = launch(3, "torch_loaded_plan", timeout=300, env={
+        "STRATA_PLANS": str(plans),
+        "STRATA_ALGO": "allreduce:msccl_allpairs_3,allgather:msccl_allpairs_allgather_3",
+        "STRATA_DEBUG": "INFO", "STRATA_DEBUG_SUBSYS": "TUNING"})
+    assert out.count("loaded plans ok") == 3, out
+    assert "msccl_allpairs_3, forced (STRATA_ALGO)" in out, out
+    assert "msccl_allpairs_allgather_3, forced (STRATA_ALGO)" in out, out
+
+
 def test_fsdp2_matches_gloo():
     out = launch(2, "fsdp2_compare", timeout=300)
     assert out.count("equal at every step: True") == 2, out

@@ -645,6 +645,35 @@ def torch_backend():
     return 0
 
 
+def torch_loaded_plan():
+    """The torch backend on loaded MSCCL files (STRATA_PLANS and STRATA_ALGO set by the test): all_reduce in place
+    and all_gather_into_tensor out of place, every size exact."""
+    import torch
+    import torch.distributed as dist
+
+    import strata.torch  # noqa: F401
+
+    dist.init_process_group("strata")
+    r, n = dist.get_rank(), dist.get_world_size()
+    fails = []
+    for count in (1, 7, 1000, 70001):
+        t = torch.arange(count, dtype=torch.float32) + r
+        dist.all_reduce(t)
+        want = torch.arange(count, dtype=torch.float32) * n + n * (n - 1) / 2
+        if not torch.equal(t, want):
+            fails.append(f"all_reduce {count}")
+        out = torch.empty(count * n, dtype=torch.float64)
+        dist.all_gather_into_tensor(out, torch.full((count,), float(r), dtype=torch.float64))
+        if not torch.equal(out, torch.arange(n, dtype=torch.float64).repeat_interleave(count)):
+            fails.append(f"all_gather_into_tensor {count}")
+    dist.destroy_process_group()
+    if fails:
+        print(f"rank {r}: loaded plans wrong: {fails}", file=sys.stderr)
+        return 1
+    print(f"rank {r}: loaded plans ok")
+    return 0
+
+
 def torch_native():
     """What the C++ backend (ProcessGroupStrata) adds to the Python one: its type, Works that complete on
     their own, coalescing (batch_isend_irecv as one group), all_gather_coalesced, split_group, sequence numbers,
