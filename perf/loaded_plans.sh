@@ -2,8 +2,9 @@
 # Loaded plans against the built-ins on this machine: MSCCL files written by tests/plans/gen_msccl.py (an all-pairs
 # all-reduce and an all-pairs all-gather: a thread block per peer) timed by strata-perf in the same launch as the
 # built-ins (--algo 'ring;...;FILE'), at 4 and 8 ranks on shared memory, every result checked. LAUNCHES launches
-# each (default 3); the table gives each algorithm's median out-of-place busbw and the file's ratio to ring's in
-# the same launch (median of the launches' ratios).
+# each (default 3); the table gives each algorithm's median busbw in the placement the file serves (the all-reduce
+# file in place, the all-gather file out of place: in the other, STRATA_ALGO's file leaves the call to a built-in)
+# and the file's ratio to ring's in the same launch (median of the launches' ratios).
 # usage: perf/loaded_plans.sh [BUILD] [LAUNCHES]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,12 +42,15 @@ for n in (4, 8):
                     continue
                 f = line.split()
                 if algo and len(f) >= 13 and f[0].isdigit():
-                    tables[algo][int(f[0])] = float(f[7])  # out-of-place busbw
+                    # The all-reduce file serves in-place calls (busbw in column 12), the all-gather file
+                    # out-of-place ones (column 8).
+                    tables[algo][int(f[0])] = float(f[11] if coll == "allreduce" else f[7])
             runs.append(tables)
         algos = list(runs[0])
         sizes = sorted(runs[0][algos[0]])
         file = algos[-1]
-        print(f"\n{coll}, {n} ranks (shared memory), out-of-place busbw GB/s, median of {launches} launches:\n")
+        place = "in-place" if coll == "allreduce" else "out-of-place"
+        print(f"\n{coll}, {n} ranks (shared memory), {place} busbw GB/s, median of {launches} launches:\n")
         print("| size | " + " | ".join(algos) + f" | {file} / ring |")
         print("|---:|" + "---:|" * (len(algos) + 1))
         for s in sizes:
