@@ -105,6 +105,8 @@ class DeviceEngine final : public DeviceSide {
   /// The loaded plan program STRATA_ALGO forces for call c (n ranks, in place or not), where it serves the call and
   /// its channels fit the executor's; else nullptr (the built-ins run), with an INFO line saying why.
   const LoadedProgram* execProgram(const CollCall& c, int n, bool inPlace) const;
+  /// STRATA_ALGO's built-in for `k`, else the collective's default.
+  std::string execAlgorithm(CollKind k) const;
   /// A call on a capturing stream: the executor's, with a slot of its own, else InvalidUsage saying why.
   void enqueueCaptured(std::span<const CollCall> calls, void* stream);
   /// Collective, at the first eligible call: every rank's FIFO region exported and mapped, the control words.

@@ -43,41 +43,7 @@ constexpr size_t kLocalSteps = kLocalLaneOps + sizeof(uint32_t) * kMaxDevLanes;
 
 size_t align16(size_t x) { return (x + 15) / 16 * 16; }
 
-// The executor's algorithm per collective: STRATA_ALGO's where it forces one, else the collective's default
-// (algorithms.h), the ring-like plans NCCL chooses over NVLink, which are device-capable
-// (tests/unit/test_algorithms.cc).
-// STRATA_ALGO's built-in for `k`, else the default: a loaded plan program (STRATA_PLANS) has channels and nops the
-// executor does not lower yet, so device calls run the built-ins.
-std::string execAlgorithm(const Config& config, CollKind k) {
-  const auto forced = config.algo.find(collName(k));
-  if (forced != config.algo.end() && findAlgorithm(k, forced->second)) return forced->second;
-  return defaultAlgorithm(k).name;
-}
-
 }  // namespace
-
-const LoadedProgram* DeviceEngine::execProgram(const CollCall& c, int n, bool inPlace) const {
-  const auto forced = host_.config().algo.find(collName(c.kind));
-  if (forced == host_.config().algo.end()) return nullptr;
-  const LoadedProgram* p = host_.selector().findProgram(c.kind, forced->second);
-  if (!p) return nullptr;
-  std::string why;
-  if (!programServes(*p->program, n, callBytes(c, n), inPlace, &why)) {
-    STRATA_INFO(kLogTuning, "rank %d: device %s: STRATA_ALGO's %s does not serve it: %s; the default runs",
-                host_.rank(), collName(c.kind), p->program->name.c_str(), why.c_str());
-    return nullptr;
-  }
-  // Its channels, and one more for the tail (the count's remainder) where the count leaves one.
-  const int needed = p->program->channels() + (c.count % static_cast<size_t>(p->program->chunksPerBlock()) ? 1 : 0);
-  if (needed > execChannels_) {
-    STRATA_INFO(kLogTuning,
-                "rank %d: device %s: %s needs %d channels, the executor has %d (STRATA_GPU_CHANNELS); the "
-                "default runs",
-                host_.rank(), collName(c.kind), p->program->name.c_str(), needed, execChannels_);
-    return nullptr;
-  }
-  return p;
-}
 
 std::string DeviceEngine::execRefusal(std::span<const CollCall> calls) const {
   if (host_.config().gpuExecutor != 1)
@@ -371,7 +337,7 @@ void DeviceEngine::enqueueExec(const CollCall& c, void* stream, bool captured) {
   // A loaded plan program (STRATA_PLANS) that STRATA_ALGO forces runs where it serves the call and its channels
   // (its thread blocks, and the tail's) fit the executor's: on those channels, one plan, nothing cut further.
   const LoadedProgram* program = execProgram(c, n, inPlace);
-  const std::string algo = program ? program->program->name : execAlgorithm(host_.config(), c.kind);
+  const std::string algo = program ? program->program->name : execAlgorithm(c.kind);
   const int channels = program ? 1 : channelsFor(c.kind, algo, n, callBytes(c, n), execChannels_, kExecBytesPerChannel);
   const size_t chunk =
       std::max<size_t>(1, static_cast<size_t>(channels) * execCfg_.nslots * execCfg_.pieceBytes / 2 / esize);
