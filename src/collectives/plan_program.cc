@@ -210,12 +210,14 @@ void checkProgram(const PlanProgram& p) {
   }
 }
 
-bool programServes(const PlanProgram& p, int nranks, size_t bytes, bool inPlace, std::string* why) {
+bool programServes(const PlanProgram& p, int nranks, size_t bytes, bool inPlace, std::string* why, int root) {
   auto no = [&](const std::string& w) {
     if (why) *why = w;
     return false;
   };
   if (nranks != p.nranks) return no(strprintf("it is for %d ranks, not %d", p.nranks, nranks));
+  if ((p.kind == CollKind::kBroadcast || p.kind == CollKind::kReduce) && root != 0)
+    return no(strprintf("it describes root 0, not root %d", root));
   if (inPlace && !p.inPlace) return no("it serves out-of-place calls only");
   if (!inPlace && !p.outOfPlace) return no("it serves in-place calls only");
   if (bytes < p.minBytes || bytes > p.maxBytes)

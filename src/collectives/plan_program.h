@@ -102,9 +102,9 @@ struct OpOrigin {
   size_t loop = 0;
 };
 
-/// Whether the program serves a call of `count` elements (per block), `inPlace`, on `nranks` ranks of `bytes`
-/// (nccl-tests' size); when not, `why` says why.
-bool programServes(const PlanProgram& p, int nranks, size_t bytes, bool inPlace, std::string* why);
+/// Whether the program serves a call on `nranks` ranks of `bytes` (nccl-tests' size), `inPlace`, with `root`
+/// (broadcast and reduce: a file describes root 0); when not, `why` says why.
+bool programServes(const PlanProgram& p, int nranks, size_t bytes, bool inPlace, std::string* why, int root = 0);
 
 /// Rank args.rank's plan of the program for args (kind and nranks must be the program's): the program's steps on
 /// each loop's slices, then the tail. `origins`, when given, gets each op's origin (index: lane, op).

@@ -51,7 +51,15 @@ const LoadedProgram* Selector::findProgram(CollKind kind, std::string_view name)
 }
 
 Plan Selector::makePlan(const CollArgs& args, const std::string& algorithm) const {
-  if (const LoadedProgram* p = findProgram(args.kind, algorithm)) return planOf(*p->program, args);
+  if (const LoadedProgram* p = findProgram(args.kind, algorithm)) {
+    // choose() knows no root: a broadcast or reduce file describes root 0 and leaves another root's call to the
+    // default (every rank has the same root, so every rank decides alike).
+    const bool rooted = args.kind == CollKind::kBroadcast || args.kind == CollKind::kReduce;
+    if (!rooted || args.root == 0) return planOf(*p->program, args);
+    STRATA_INFO(kLogTuning, "rank %d: %s with root %d: %s (%s) describes root 0; the default serves it", rank_,
+                collName(args.kind), args.root, p->program->name.c_str(), p->program->file.c_str());
+    return strata::makePlan(args, defaultAlgorithm(args.kind).name);
+  }
   return strata::makePlan(args, algorithm);
 }
 

@@ -23,7 +23,7 @@ const LoadedProgram* DeviceEngine::execProgram(const CollCall& c, int n, bool in
   const LoadedProgram* p = host_.selector().findProgram(c.kind, forced->second);
   if (!p) return nullptr;
   std::string why;
-  if (!programServes(*p->program, n, callBytes(c, n), inPlace, &why)) {
+  if (!programServes(*p->program, n, callBytes(c, n), inPlace, &why, c.root)) {
     STRATA_INFO(kLogTuning, "rank %d: device %s: STRATA_ALGO's %s does not serve it: %s; the default runs",
                 host_.rank(), collName(c.kind), p->program->name.c_str(), why.c_str());
     return nullptr;

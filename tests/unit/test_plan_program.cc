@@ -362,6 +362,19 @@ TEST(PlanRegistry, SelectorUsesAForcedProgramWhereItServesAndTheBuiltInsElsewher
   const Prediction chosen = free.choose(CollKind::kAllReduce, 1 << 20, false);
   EXPECT_GT(chosen.us, 0);
   EXPECT_TRUE(chosen.algorithm == "ring_allreduce_n4_c2_m1" || findAlgorithm(CollKind::kAllReduce, chosen.algorithm));
+  // A broadcast file describes root 0: another root's call gets the default's plan, which is correct for it.
+  {
+    TempDir bdir;
+    PlanProgram chain = dumpProgram(CollKind::kBroadcast, "chain", 4, 4);
+    chain.name = "bcast_file";
+    bdir.write("b.json", writeStrataPlan(chain));
+    Selector b({{"broadcast", "bcast_file"}}, tuning, 0);
+    b.setPrograms(loadPlanPrograms(bdir.path, 128 * 1024, 8));
+    CollArgs root0 = makeCollArgs(CollKind::kBroadcast, 4, 2, 64, 1 << 16, 0);
+    CollArgs root3 = makeCollArgs(CollKind::kBroadcast, 4, 2, 64, 1 << 16, 3);
+    EXPECT_EQ(b.makePlan(root0, "bcast_file").algorithm, "bcast_file");
+    EXPECT_EQ(b.makePlan(root3, "bcast_file").toString(), makePlan(root3, "chain").toString());
+  }
   // Another rank count: never offered.
   TuningInputs eight = tuning;
   eight.nranks = 8;
