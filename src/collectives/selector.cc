@@ -130,8 +130,10 @@ std::vector<Prediction> Selector::predictions(CollKind kind, size_t bytes, bool 
   for (const LoadedProgram& p : programs_) {
     if (!withPrograms) break;
     if (p.program->kind != kind || !programServes(*p.program, tuning_.nranks, bytes, inPlace, nullptr)) continue;
-    out.push_back(
-        Prediction{p.program->name, priceUs(programShape(*p.program, p.figures, static_cast<double>(bytes)), tuning_)});
+    // STRATA_TUNE=sim simulates the program's plans as it does the built-ins'; otherwise the model prices its shape.
+    const double us = simulating() ? simulated(kind, bytes, p.program.get()).front().us
+                                   : priceUs(programShape(*p.program, p.figures, static_cast<double>(bytes)), tuning_);
+    out.push_back(Prediction{p.program->name, us});
     added = true;
   }
   if (added)
@@ -139,7 +141,7 @@ std::vector<Prediction> Selector::predictions(CollKind kind, size_t bytes, bool 
   return out;
 }
 
-std::vector<Prediction> Selector::simulated(CollKind kind, size_t bytes) const {
+std::vector<Prediction> Selector::simulated(CollKind kind, size_t bytes, const PlanProgram* program) const {
   const SimCluster cluster = clusterFromTuning(tuning_, simPieceBytes_, simSlots_);
   SimCall call;
   call.kind = kind;
@@ -158,6 +160,11 @@ std::vector<Prediction> Selector::simulated(CollKind kind, size_t bytes) const {
     call.hostOf = tuning_.hostOf;
   }
   std::vector<Prediction> out;
+  if (program) {
+    call.program = program;
+    const SimResult r = simulate(cluster, call);
+    return {Prediction{r.algorithm, r.us}};
+  }
   for (const SimResult& r : simulateAll(cluster, call)) out.push_back(Prediction{r.algorithm, r.us});
   return out;
 }

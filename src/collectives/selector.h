@@ -78,8 +78,8 @@ class Selector {
   /// that serve the call (in place or not), priced by the model.
   std::vector<Prediction> predictions(CollKind kind, size_t bytes, bool inPlace = false,
                                       bool withPrograms = true) const;
-  /// The built-ins' times simulated (STRATA_TUNE=sim).
-  std::vector<Prediction> simulated(CollKind kind, size_t bytes) const;
+  /// The built-ins' times simulated (STRATA_TUNE=sim), or with `program` that program's alone.
+  std::vector<Prediction> simulated(CollKind kind, size_t bytes, const PlanProgram* program = nullptr) const;
 };
 
 }  // namespace strata

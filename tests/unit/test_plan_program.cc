@@ -362,6 +362,25 @@ TEST(PlanRegistry, SelectorUsesAForcedProgramWhereItServesAndTheBuiltInsElsewher
   const Prediction chosen = free.choose(CollKind::kAllReduce, 1 << 20, false);
   EXPECT_GT(chosen.us, 0);
   EXPECT_TRUE(chosen.algorithm == "ring_allreduce_n4_c2_m1" || findAlgorithm(CollKind::kAllReduce, chosen.algorithm));
+  // STRATA_TUNE=sim: the program's time is simulated, as the built-ins' are (a positive time, and a choice among
+  // them that the model alone might not make).
+  {
+    Selector sim({}, tuning, 0);
+    sim.setPrograms(programs);
+    sim.useSimulator(128 * 1024, 8);
+    const Prediction p = sim.choose(CollKind::kAllReduce, 1 << 20, false);
+    EXPECT_GT(p.us, 0);
+    EXPECT_TRUE(p.algorithm == "ring_allreduce_n4_c2_m1" || findAlgorithm(CollKind::kAllReduce, p.algorithm));
+    SimCall call;
+    call.kind = CollKind::kAllReduce;
+    call.bytes = 1 << 20;
+    call.hosts = 1;
+    call.ranksPerHost = 4;
+    call.program = programs[1].program.get();
+    ASSERT_EQ(programs[1].program->name, "ring_allreduce_n4_c2_m1");
+    const double direct = simulate(clusterFromTuning(tuning, 128 * 1024, 8), call).us;
+    EXPECT_NEAR(sim.predictedUs(CollKind::kAllReduce, 1 << 20, "ring_allreduce_n4_c2_m1"), direct, 1e-9 * direct);
+  }
   // A broadcast file describes root 0: another root's call gets the default's plan, which is correct for it.
   {
     TempDir bdir;
