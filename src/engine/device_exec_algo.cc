@@ -18,6 +18,7 @@ std::string DeviceEngine::execAlgorithm(CollKind k) const {
 }
 
 const LoadedProgram* DeviceEngine::execProgram(const CollCall& c, int n, bool inPlace) const {
+  if (host_.selector().programs().empty()) return nullptr;  // every device call asks: no lookup without files
   const auto forced = host_.config().algo.find(collName(c.kind));
   if (forced == host_.config().algo.end()) return nullptr;
   const LoadedProgram* p = host_.selector().findProgram(c.kind, forced->second);
